@@ -1,0 +1,91 @@
+# Shared helpers for mtslime.posttrain modules: atomic writes, checksums,
+# diffs and one failure path that keeps the traceback.
+from __future__ import annotations
+
+import difflib
+import hashlib
+import os
+import tempfile
+import traceback
+
+CHUNK = 1 << 20
+
+
+def sha256_file(path, chunk=CHUNK):
+    """Hex sha256 of a file, read in chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(chunk), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def sha256_text(text):
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def read_text(path, default=None):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return default
+
+
+def atomic_write(path, data, mode=None):
+    """Write `data` (str or bytes) to `path` through a temp file in the same
+    directory and a rename, so readers never see a half-written file.
+    Keeps the mode of an existing file unless `mode` is given."""
+    directory = os.path.dirname(os.path.abspath(path)) or "."
+    if mode is None:
+        try:
+            mode = os.stat(path).st_mode & 0o7777
+        except FileNotFoundError:
+            mode = 0o644
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def unified_diff(before, after, path):
+    """A unified diff of two texts, as Ansible shows it under --diff."""
+    return "".join(
+        difflib.unified_diff(
+            (before or "").splitlines(True),
+            (after or "").splitlines(True),
+            fromfile="before: %s" % path,
+            tofile="after: %s" % path,
+        )
+    )
+
+
+def text_diff(before, after, path):
+    """Ansible's diff dict for a text file."""
+    return {"before": before or "", "after": after or "", "before_header": path, "after_header": path}
+
+
+def fail(module, msg, exc=None, **result):
+    """Fail the module with `msg`; attach the traceback when an exception caused it."""
+    if exc is not None:
+        result.setdefault("exception", traceback.format_exc())
+    module.fail_json(msg=msg, **result)
+
+
+def human_bytes(num):
+    num = float(num)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(num) < 1024.0 or unit == "TiB":
+            return "%.1f %s" % (num, unit) if unit != "B" else "%d B" % num
+        num /= 1024.0
+    return "%.1f TiB" % num

@@ -1,0 +1,205 @@
+#!/usr/bin/python
+# Copyright: mtslime.posttrain contributors
+# Apache License 2.0
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: async_progress
+short_description: Report the progress of a long asynchronous task (elapsed time, bytes, last log line)
+version_added: "0.1.0"
+description:
+  - Reads the status file of a task started with C(async) and C(poll=0), and what that task writes,
+    and returns one line of progress that the C(mtslime.posttrain.cluster_recap) callback prints on every retry.
+  - Use it in an C(until) loop instead of M(ansible.builtin.async_status) when the task writes a log
+    (a conversion) or a directory of growing files (a download).
+  - When the task has finished it returns the task's own result and, if it failed, the first error line of the log.
+options:
+  jid:
+    description: The C(ansible_job_id) returned by the asynchronous task.
+    type: str
+    required: true
+  log_file:
+    description: Log file the task writes. Its last line is shown while the task runs; its first error line when it fails.
+    type: path
+  watch_path:
+    description: File or directory the task fills (a download). Its size so far is shown.
+    type: path
+  expected_bytes:
+    description: Size that O(watch_path) will have when the task is done, to show a percentage.
+    type: int
+  expected_bytes_file:
+    description: A file holding that size, written by the task once it knows it (for example M(mtslime.posttrain.hf_download)).
+    type: path
+  async_dir:
+    description: Directory of the asynchronous status files (the C(ansible_async_dir) of the task).
+    type: path
+    default: ~/.ansible_async
+extends_documentation_fragment:
+  - mtslime.posttrain.attributes
+  - mtslime.posttrain.attributes.INFO_MODULE
+author:
+  - mtslime.posttrain contributors
+"""
+
+EXAMPLES = r"""
+- name: Convert (long work, in the background)
+  ansible.builtin.command: /usr/bin/convert.sh
+  async: 7200
+  poll: 0
+  register: convert_job
+
+- name: Wait for the conversion, showing elapsed time and the last log line
+  mtslime.posttrain.async_progress:
+    jid: "{{ convert_job.ansible_job_id }}"
+    log_file: /home/slime/tools/Qwen3-8B_slime.log
+  register: convert_wait
+  until: convert_wait.finished
+  retries: 720
+  delay: 10
+"""
+
+RETURN = r"""
+finished:
+  description: Whether the asynchronous task has ended.
+  returned: always
+  type: bool
+elapsed:
+  description: Seconds since the task started.
+  returned: always
+  type: float
+progress:
+  description: "One line for people, for example C(running 0:03:12, 4.1 GiB of 16.4 GiB (25%), last: saving shard 3)."
+  returned: always
+  type: str
+last_line:
+  description: Last non-empty line of O(log_file).
+  returned: when O(log_file) is set
+  type: str
+bytes:
+  description: Current size of O(watch_path).
+  returned: when O(watch_path) is set
+  type: int
+job_failed:
+  description: The task ended and failed (non-zero rc or a module failure).
+  returned: always
+  type: bool
+rc:
+  description: Return code of the finished task, when it had one.
+  returned: when finished
+  type: int
+result:
+  description: The finished task's own result (for a command, C(rc), C(stdout), C(stderr), C(cmd)).
+  returned: when finished
+  type: dict
+first_error:
+  description: First error line of O(log_file) with its line number and the lines after it.
+  returned: when the task failed and O(log_file) is set
+  type: dict
+"""
+
+import datetime
+import json
+import os
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.mtslime.posttrain.plugins.module_utils.common import human_bytes
+from ansible_collections.mtslime.posttrain.plugins.module_utils.logscan import first_error_in_file, last_line
+
+
+def path_size(path):
+    if os.path.isfile(path):
+        return os.path.getsize(path)
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def read_status(status_file):
+    """The async status file holds {"started": 1, "finished": 0} while the task runs
+    and the task's result once it ends. A half-written file reads as running."""
+    try:
+        with open(status_file, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None
+
+
+def describe(finished, elapsed, size, expected, line):
+    parts = ["finished" if finished else "running", str(datetime.timedelta(seconds=int(elapsed)))]
+    text = "%s %s" % tuple(parts)
+    if size is not None:
+        text += ", %s" % human_bytes(size)
+        if expected:
+            text += " of %s (%d%%)" % (human_bytes(expected), min(100, int(100 * size / expected)))
+    if line:
+        text += ", last: %s" % (line if len(line) <= 160 else line[:157] + "...")
+    return text
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            jid=dict(type="str", required=True),
+            log_file=dict(type="path"),
+            watch_path=dict(type="path"),
+            expected_bytes=dict(type="int"),
+            expected_bytes_file=dict(type="path"),
+            async_dir=dict(type="path", default="~/.ansible_async"),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    status_file = os.path.join(os.path.expanduser(params["async_dir"]), params["jid"])
+    if not os.path.exists(status_file):
+        module.fail_json(
+            msg="async_progress: no status file %s for job %s; the task was not started with async on this host, "
+            "or its async_dir differs (set async_dir to the task's ansible_async_dir)" % (status_file, params["jid"])
+        )
+    status = read_status(status_file) or {"started": 1, "finished": 0}
+    # Like ansible.builtin.async_status: a result without "started" is the finished task's own.
+    finished = bool(status.get("finished")) or "started" not in status
+    elapsed = max(0.0, time.time() - os.stat(status_file).st_mtime) if not finished else 0.0
+    if finished and status.get("start") and status.get("end"):
+        fmt = "%Y-%m-%d %H:%M:%S.%f"
+        elapsed = (datetime.datetime.strptime(status["end"], fmt) - datetime.datetime.strptime(status["start"], fmt)).total_seconds()
+
+    result = dict(changed=False, finished=finished, elapsed=round(elapsed, 1), job_failed=False)
+    line = None
+    if params["log_file"]:
+        line = last_line(params["log_file"])
+        result["last_line"] = line or ""
+    size = None
+    if params["watch_path"]:
+        size = path_size(params["watch_path"]) if os.path.exists(params["watch_path"]) else 0
+        result["bytes"] = size
+    expected = params["expected_bytes"]
+    if not expected and params["expected_bytes_file"]:
+        try:
+            with open(params["expected_bytes_file"], encoding="utf-8") as handle:
+                expected = int(handle.read().strip() or 0)
+        except (OSError, ValueError):
+            expected = None
+    result["progress"] = describe(finished, elapsed, size, expected, line)
+
+    if finished:
+        job_result = {k: v for k, v in status.items() if k not in ("invocation",)}
+        result["result"] = job_result
+        if "rc" in status:
+            result["rc"] = status["rc"]
+        result["job_failed"] = bool(status.get("failed")) or status.get("rc", 0) != 0
+        if result["job_failed"] and params["log_file"]:
+            error = first_error_in_file(params["log_file"])
+            if error:
+                result["first_error"] = error
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

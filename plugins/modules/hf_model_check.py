@@ -1,0 +1,535 @@
+#!/usr/bin/python
+# Copyright: mtslime.posttrain contributors
+# Apache License 2.0
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: hf_model_check
+short_description: Check a Hugging Face model directory (config, tokenizer, shards) without reading the weights
+version_added: "0.1.0"
+description:
+  - Checks that a Hugging Face model directory is complete and matches the Megatron C(MODEL_ARGS) the conversion
+    and training will use, reading only C(config.json), the tokenizer file names, C(model.safetensors.index.json)
+    and the header of each safetensors shard.
+  - "C(config.json) must be readable JSON with the fields the conversion needs: C(hidden_size), C(num_hidden_layers),
+    C(num_attention_heads), C(num_key_value_heads), C(intermediate_size), C(vocab_size), C(rms_norm_eps),
+    C(rope_theta) (also read from C(rope_parameters)) and C(tie_word_embeddings)."
+  - "When O(model_args) is given, the config must match it (slime checks the same at start-up and fails with
+    C(hf_validate_args failed)): C(num-layers)=C(num_hidden_layers), C(hidden-size)=C(hidden_size),
+    C(ffn-hidden-size)=C(intermediate_size), C(num-attention-heads)=C(num_attention_heads),
+    C(num-query-groups)=C(num_key_value_heads), C(vocab-size)=C(vocab_size), C(norm-epsilon)=C(rms_norm_eps)
+    (float compare), C(rotary-base)=C(rope_theta), C(kv-channels)=C(head_dim) (when the config has it), and
+    C(untie-embeddings-and-output-weights) is set exactly when C(tie_word_embeddings) is false."
+  - With C(model.safetensors.index.json), every shard named in its C(weight_map) must be present; a single
+    C(model.safetensors) works without an index.
+  - "Each shard's header must be readable (8-byte little-endian length, then a JSON header of a sane length) and the
+    file size must equal 8 + header length + the largest C(data_offsets) end, so a truncated download is caught.
+    Each tensor's byte range must fit its dtype and shape (F64, F32, F16, BF16, F8_E4M3, F8_E5M2, I64, I32, I16,
+    I8, U8, BOOL and the unsigned integer types)."
+  - With O(sha256_manifest), the listed files are hashed in parallel and compared.
+  - When anything is wrong it fails with one message listing every problem, each naming the file and the fix.
+options:
+  path:
+    description:
+      - The model directory, for example C(/data/models/Qwen3-8B), or the download directory before it is moved
+        into place.
+    type: path
+    required: true
+  model_args:
+    description:
+      - "The C(MODEL_ARGS) of the model (C(scripts/models/qwen3-8B.sh)) as a dict of flag names without C(--)
+        to values, for example C({num-layers: 36, hidden-size: 4096, untie-embeddings-and-output-weights: true})."
+      - As in the inventory's C(slime_model_args), C(true) is a bare flag (C(swiglu)) and C(false) or null leaves a
+        flag out. Flags that have no config counterpart are ignored. Underscores and leading dashes in the names are
+        accepted, and numbers may be strings (YAML reads C(1e-6) as a string).
+      - When given, leaving out C(untie-embeddings-and-output-weights) means the embeddings are expected to be tied.
+    type: dict
+  tokenizer_files:
+    description:
+      - Tokenizer files that must be present.
+      - By default C(tokenizer_config.json) and either C(tokenizer.json) or both C(vocab.json) and C(merges.txt).
+    type: list
+    elements: str
+  sha256_manifest:
+    description:
+      - Expected sha256 of files in the directory, either a dict of file name to sha256 or the path of a file that
+        holds such a dict as JSON or C(sha256sum) output (C(<sha256>  <name>) lines).
+      - The listed files are hashed in parallel, see O(hash_workers). Hashing 16 GiB takes minutes.
+    type: raw
+  hash_workers:
+    description: Threads that hash files for O(sha256_manifest).
+    type: int
+    default: 4
+  require_index:
+    description:
+      - Require C(model.safetensors.index.json). By default it is required when the directory holds more than one
+        C(.safetensors) file.
+    type: bool
+extends_documentation_fragment:
+  - mtslime.posttrain.attributes
+  - mtslime.posttrain.attributes.INFO_MODULE
+author:
+  - mtslime.posttrain contributors
+"""
+
+EXAMPLES = r"""
+- name: Check the downloaded Qwen3-8B against the MODEL_ARGS of scripts/models/qwen3-8B.sh
+  mtslime.posttrain.hf_model_check:
+    path: /data/models/Qwen3-8B
+    model_args:
+      swiglu: true
+      num-layers: 36
+      hidden-size: 4096
+      ffn-hidden-size: 12288
+      num-attention-heads: 32
+      group-query-attention: true
+      num-query-groups: 8
+      use-rotary-position-embeddings: true
+      disable-bias-linear: true
+      normalization: RMSNorm
+      norm-epsilon: 1e-6
+      rotary-base: 1000000
+      vocab-size: 151936
+      kv-channels: 128
+      qk-layernorm: true
+      untie-embeddings-and-output-weights: true
+  register: hf_check
+
+- name: Also verify checksums recorded by an internal mirror
+  mtslime.posttrain.hf_model_check:
+    path: /data/models/.Qwen3-8B.download
+    sha256_manifest: /data/models/Qwen3-8B.sha256
+    hash_workers: 8
+"""
+
+RETURN = r"""
+shards:
+  description: Number of safetensors shards checked.
+  returned: always
+  type: int
+  sample: 5
+total_bytes:
+  description: Size of all files directly in O(path).
+  returned: always
+  type: int
+parameters:
+  description: Number of parameters (sum over all tensors of the product of their shape).
+  returned: always
+  type: int
+  sample: 8190735360
+files:
+  description: The files directly in O(path), each with C(name) and C(bytes) (and C(sha256) when hashed).
+  returned: always
+  type: list
+  elements: dict
+config:
+  description: The config fields above (and C(head_dim) when present) as read from C(config.json).
+  returned: always
+  type: dict
+fingerprint:
+  description:
+    - sha256 over C(config.json), the index and each shard's name, size and header. Identifies the model a
+      conversion was made from, without reading the weights.
+  returned: on success
+  type: str
+problems:
+  description: Every problem found (empty on success).
+  returned: always
+  type: list
+  elements: str
+"""
+
+import hashlib
+import json
+import math
+import os
+import re
+import struct
+from concurrent.futures import ThreadPoolExecutor
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.mtslime.posttrain.plugins.module_utils.common import human_bytes, sha256_file
+
+CONFIG_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+                 "intermediate_size", "vocab_size", "rms_norm_eps", "rope_theta", "tie_word_embeddings")
+# MODEL_ARGS flag -> (config field, how to compare)
+ARG_FIELDS = (
+    ("num-layers", "num_hidden_layers", "int"),
+    ("hidden-size", "hidden_size", "int"),
+    ("ffn-hidden-size", "intermediate_size", "int"),
+    ("num-attention-heads", "num_attention_heads", "int"),
+    ("num-query-groups", "num_key_value_heads", "int"),
+    ("vocab-size", "vocab_size", "int"),
+    ("norm-epsilon", "rms_norm_eps", "float"),
+    ("rotary-base", "rope_theta", "float"),
+    ("kv-channels", "head_dim", "int"),
+)
+UNTIE = "untie-embeddings-and-output-weights"
+DTYPE_SIZES = {
+    "F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1,
+    "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U64": 8, "U32": 4, "U16": 2, "U8": 1, "BOOL": 1,
+}
+MAX_HEADER = 100 * 1024 * 1024  # the safetensors format refuses larger headers
+INDEX = "model.safetensors.index.json"
+SINGLE = "model.safetensors"
+RERUN = "the download was interrupted — rerun the model stage to resume it"
+REDOWNLOAD = "delete it and rerun the model stage to download it again"
+
+
+def norm_flag(name):
+    return str(name).lstrip("-").replace("_", "-").lower()
+
+
+def flag_on(value):
+    """The inventory's convention for MODEL_ARGS: true = a bare flag; false or null = left out."""
+    if value is None:
+        return False
+    if isinstance(value, str):
+        return value.strip().lower() not in ("false", "no", "off", "0")
+    return bool(value)
+
+
+def read_config(path, problems):
+    cfg_path = os.path.join(path, "config.json")
+    config = {}
+    if not os.path.isfile(cfg_path):
+        problems.append("config.json missing in %s; the download is incomplete — rerun the model stage" % path)
+        return None
+    try:
+        with open(cfg_path, encoding="utf-8") as handle:
+            raw = json.load(handle)
+    except (OSError, ValueError) as exc:
+        problems.append("config.json is not readable JSON (%s); %s" % (exc, REDOWNLOAD))
+        return None
+    if not isinstance(raw, dict):
+        problems.append("config.json holds %s, not a JSON object; %s" % (type(raw).__name__, REDOWNLOAD))
+        return None
+    if "rope_theta" not in raw and isinstance(raw.get("rope_parameters"), dict) and \
+            "rope_theta" in raw["rope_parameters"]:
+        raw = dict(raw, rope_theta=raw["rope_parameters"]["rope_theta"])
+    missing = [field for field in CONFIG_FIELDS if field not in raw]
+    for field in CONFIG_FIELDS + ("head_dim",):
+        if field in raw:
+            config[field] = raw[field]
+    if missing:
+        problems.append("config.json has no %s (the HF->Megatron conversion and slime's hf_validate_args need "
+                        "them); this is not a complete Qwen3-style config — download the model again or fix "
+                        "config.json" % ", ".join(missing))
+    return config
+
+
+def compare_model_args(config, model_args, problems):
+    args = {norm_flag(k): v for k, v in (model_args or {}).items()}
+    for flag, field, kind in ARG_FIELDS:
+        if args.get(flag) in (None, False) or config.get(field) is None:  # left out, or not in this config
+            continue
+        want, have = args[flag], config[field]
+        try:
+            if kind == "int":
+                want_num = float(want)
+                same = float(have) == want_num
+                shown = int(want_num) if want_num.is_integer() else want
+            else:
+                want_num = float(want)
+                same = math.isclose(float(have), want_num, rel_tol=1e-6, abs_tol=0.0)
+                shown = want
+        except (TypeError, ValueError):
+            problems.append("model_args %s is %r, not a number; set it to config.json's %s (%r)"
+                            % (flag, want, field, have))
+            continue
+        if not same:
+            problems.append(
+                "config.json %s is %r but model_args %s is %r; model_args (MODEL_ARGS of scripts/models/<model>.sh) "
+                "do not describe this model — set model_args %s to %r if this is the right model, or point path "
+                "at the model that MODEL_ARGS describe" % (field, have, flag, shown, flag, have))
+    if model_args and "tie_word_embeddings" in config:
+        untie = UNTIE in args and flag_on(args[UNTIE])
+        tied = bool(config["tie_word_embeddings"])
+        if untie and tied:
+            problems.append("config.json tie_word_embeddings is true but model_args sets %s; remove %s from "
+                            "model_args (this model shares its embedding and output weights)" % (UNTIE, UNTIE))
+        elif not untie and not tied:
+            problems.append("config.json tie_word_embeddings is false but model_args lacks %s; add '%s: true' to "
+                            "model_args (this model has a separate output layer)" % (UNTIE, UNTIE))
+
+
+def check_tokenizer(path, wanted, problems):
+    def present(name):
+        return os.path.isfile(os.path.join(path, name))
+
+    if wanted:
+        missing = [name for name in wanted if not present(name)]
+        if missing:
+            problems.append("tokenizer file%s %s missing; the download is incomplete — rerun the model stage "
+                            "(SGLang and slime load the tokenizer from this directory)"
+                            % ("s" if len(missing) > 1 else "", ", ".join(missing)))
+        return
+    if not present("tokenizer_config.json"):
+        problems.append("tokenizer_config.json missing; the download is incomplete — rerun the model stage "
+                        "(SGLang and slime load the tokenizer from this directory)")
+    if not present("tokenizer.json") and not (present("vocab.json") and present("merges.txt")):
+        problems.append("neither tokenizer.json nor vocab.json + merges.txt present; the download is incomplete — "
+                        "rerun the model stage")
+
+
+def read_index(path, problems):
+    """(shard names, {shard: [tensor names]}) from the index, or (None, None)."""
+    index_path = os.path.join(path, INDEX)
+    try:
+        with open(index_path, encoding="utf-8") as handle:
+            index = json.load(handle)
+        weight_map = index["weight_map"]
+        if not isinstance(weight_map, dict) or not weight_map:
+            raise ValueError("weight_map is empty or not an object")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        problems.append("%s is not a readable index (%s: %s); %s" % (INDEX, type(exc).__name__, exc, REDOWNLOAD))
+        return None, None
+    by_shard = {}
+    for tensor, shard in weight_map.items():
+        by_shard.setdefault(str(shard), []).append(tensor)
+    return sorted(by_shard), by_shard
+
+
+def read_header(file_path):
+    """(header dict, header length) of a safetensors file; raises ValueError with the reason."""
+    size = os.path.getsize(file_path)
+    with open(file_path, "rb") as handle:
+        head = handle.read(8)
+        if len(head) < 8:
+            raise ValueError("truncated-header", "only %d bytes, not even the 8-byte header length" % size)
+        length = struct.unpack("<Q", head)[0]
+        if length < 2 or length > MAX_HEADER:
+            raise ValueError("corrupt", "header length %d is not sane (file is %d bytes)" % (length, size))
+        if 8 + length > size:
+            raise ValueError("truncated-header", "its %d-byte header is cut off at %d bytes" % (length, size))
+        blob = handle.read(length)
+    try:
+        header = json.loads(blob.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ValueError("corrupt", "its header is not JSON (%s)" % exc)
+    if not isinstance(header, dict):
+        raise ValueError("corrupt", "its header is not a JSON object")
+    return header, length
+
+
+def check_shard(path, name, listed, problems):
+    """Check one shard. Returns (parameters, ok)."""
+    file_path = os.path.join(path, name)
+    if not os.path.isfile(file_path):
+        problems.append("%s missing (named in %s); %s" % (name, INDEX if listed is not None else "the directory",
+                                                          RERUN))
+        return 0, False
+    size = os.path.getsize(file_path)
+    try:
+        header, length = read_header(file_path)
+    except ValueError as exc:
+        kind, why = exc.args
+        if kind == "truncated-header":
+            problems.append("%s is truncated: %s; %s" % (name, why, RERUN))
+        else:
+            problems.append("%s has a corrupt header: %s; %s" % (name, why, REDOWNLOAD))
+        return 0, False
+    params = 0
+    end_max = 0
+    bad = []
+    for tensor, spec in header.items():
+        if tensor == "__metadata__":
+            continue
+        try:
+            shape = [int(d) for d in spec["shape"]]
+            begin, end = (int(x) for x in spec["data_offsets"])
+            dtype = str(spec["dtype"])
+        except (KeyError, TypeError, ValueError):
+            bad.append("%s has no valid dtype/shape/data_offsets" % tensor)
+            continue
+        count = 1
+        for dim in shape:
+            count *= dim
+        params += count
+        if begin < 0 or end < begin:
+            bad.append("%s has data_offsets [%d, %d]" % (tensor, begin, end))
+            continue
+        if dtype in DTYPE_SIZES and end - begin != count * DTYPE_SIZES[dtype]:
+            bad.append("%s (%s %s) spans %d bytes, not %d" % (tensor, dtype, shape, end - begin,
+                                                              count * DTYPE_SIZES[dtype]))
+        end_max = max(end_max, end)
+    ok = True
+    if bad:
+        ok = False
+        problems.append("%s has a corrupt header: %s%s; %s" % (name, "; ".join(bad[:3]),
+                                                             " and %d more" % (len(bad) - 3) if len(bad) > 3 else "",
+                                                             REDOWNLOAD))
+    expected = 8 + length + end_max
+    if size < expected:
+        ok = False
+        problems.append("%s is truncated: %s of %s; %s" % (name, human_bytes(size), human_bytes(expected), RERUN))
+    elif size > expected:
+        ok = False
+        problems.append("%s is %d bytes longer than its header describes (%d of %d bytes); %s"
+                        % (name, size - expected, size, expected, REDOWNLOAD))
+    if listed:
+        absent = [t for t in listed if t not in header]
+        if absent:
+            ok = False
+            problems.append("%s lacks %d tensor%s that %s places in it (first: %s); the shard and the index come "
+                            "from different downloads — %s" % (name, len(absent), "s" if len(absent) > 1 else "",
+                                                               INDEX, absent[0], REDOWNLOAD))
+    return params, ok
+
+
+def load_manifest(manifest, problems):
+    if isinstance(manifest, dict):
+        entries = manifest
+    else:
+        try:
+            with open(str(manifest), encoding="utf-8") as handle:
+                text = handle.read()
+        except OSError as exc:
+            problems.append("sha256_manifest %s cannot be read (%s); give a dict of file name to sha256 or the path "
+                            "of such a file" % (manifest, exc.strerror or exc))
+            return {}
+        try:
+            entries = json.loads(text)
+        except ValueError:
+            entries = {}
+            for line in text.splitlines():
+                match = re.match(r"^\s*([0-9a-fA-F]{64})\s+\*?(.+?)\s*$", line)
+                if match:
+                    entries[match.group(2)] = match.group(1)
+                elif line.strip() and not line.lstrip().startswith("#"):
+                    problems.append("sha256_manifest %s line %r is not '<sha256>  <file name>'; fix the manifest"
+                                    % (manifest, line[:80]))
+        if not isinstance(entries, dict):
+            problems.append("sha256_manifest %s is not a JSON object of file name to sha256; fix the manifest"
+                            % manifest)
+            return {}
+    clean = {}
+    for name, digest in entries.items():
+        if not isinstance(digest, str) or not re.match(r"^[0-9a-fA-F]{64}$", digest):
+            problems.append("sha256_manifest entry %s is %r, not a sha256; fix the manifest" % (name, digest))
+            continue
+        name = str(name)
+        clean[name[2:] if name.startswith("./") else name] = digest.lower()
+    return clean
+
+
+def check_manifest(path, manifest, skip, workers, problems, hashes):
+    todo = []
+    for name in sorted(manifest):
+        file_path = os.path.join(path, name)
+        if not os.path.isfile(file_path):
+            if name not in skip:
+                problems.append("%s is in sha256_manifest but missing; %s" % (name, RERUN))
+        elif name not in skip:
+            todo.append(name)
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        results = dict(zip(todo, pool.map(lambda n: sha256_file(os.path.join(path, n)), todo)))
+    for name in todo:
+        hashes[name] = results[name]
+        if results[name] != manifest[name]:
+            problems.append("%s sha256 is %s but sha256_manifest says %s; the file is corrupt — %s"
+                            % (name, results[name], manifest[name], REDOWNLOAD))
+
+
+def fingerprint(path, shards, files):
+    """Identifies the weights and the config without reading the weights: the sha256 of
+    config.json, of the index, and of each shard's name, size and header."""
+    digest = hashlib.sha256()
+    for name in ("config.json", INDEX):
+        full = os.path.join(path, name)
+        if os.path.isfile(full):
+            digest.update(name.encode() + b"\0" + sha256_file(full).encode() + b"\n")
+    sizes = dict((f["name"], f["bytes"]) for f in files)
+    for name in sorted(shards):
+        digest.update(("%s\0%s\0" % (name, sizes.get(name))).encode())
+        with open(os.path.join(path, name), "rb") as handle:
+            head = handle.read(8)
+            length = struct.unpack("<Q", head)[0] if len(head) == 8 else 0
+            digest.update(handle.read(min(length, 100 * 1024 * 1024)))
+    return digest.hexdigest()
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type="path", required=True),
+            model_args=dict(type="dict"),
+            tokenizer_files=dict(type="list", elements="str"),
+            sha256_manifest=dict(type="raw"),
+            hash_workers=dict(type="int", default=4),
+            require_index=dict(type="bool"),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    path = params["path"]
+    result = dict(changed=False, shards=0, total_bytes=0, parameters=0, files=[], config={}, problems=[])
+    if not os.path.isdir(path):
+        what = "is a file, not a directory" if os.path.exists(path) else "does not exist"
+        msg = "hf_model_check: %s %s; download the model first (guide section 3.1) or correct the path" % (path, what)
+        result["problems"] = [msg]
+        module.fail_json(msg=msg, **{k: v for k, v in result.items() if k != "changed"})
+
+    problems = []
+    files = []
+    for name in sorted(os.listdir(path)):
+        full = os.path.join(path, name)
+        if os.path.isfile(full):
+            files.append({"name": name, "bytes": os.path.getsize(full)})
+    result["files"] = files
+    result["total_bytes"] = sum(f["bytes"] for f in files)
+
+    config = read_config(path, problems)
+    if config is not None:
+        result["config"] = config
+        if params["model_args"]:
+            compare_model_args(config, params["model_args"], problems)
+    check_tokenizer(path, params["tokenizer_files"], problems)
+
+    local = [f["name"] for f in files if f["name"].endswith(".safetensors")]
+    by_shard = {}
+    if os.path.exists(os.path.join(path, INDEX)):
+        shards, by_shard = read_index(path, problems)
+        shards = shards or []
+    else:
+        need_index = params["require_index"] if params["require_index"] is not None else len(local) > 1
+        if need_index:
+            problems.append("%s missing (%d .safetensors files present); without it the shards cannot be matched "
+                            "to the model — %s" % (INDEX, len(local), RERUN))
+        shards = [SINGLE] if SINGLE in local else local
+        if not shards:
+            problems.append("no weights: neither %s nor any .safetensors file in %s; %s" % (INDEX, path, RERUN))
+    bad_shards = set()
+    total_params = 0
+    for name in shards:
+        count, ok = check_shard(path, name, (by_shard or {}).get(name), problems)
+        total_params += count
+        if not ok:
+            bad_shards.add(name)
+    result["shards"] = len(shards)
+    result["parameters"] = total_params
+
+    if params["sha256_manifest"]:
+        manifest = load_manifest(params["sha256_manifest"], problems)
+        hashes = {}
+        check_manifest(path, manifest, bad_shards, params["hash_workers"], problems, hashes)
+        for entry in files:
+            if entry["name"] in hashes:
+                entry["sha256"] = hashes[entry["name"]]
+
+    result["problems"] = problems
+    if problems:
+        numbered = " ".join("(%d) %s" % (pos, text) for pos, text in enumerate(problems, 1))
+        module.fail_json(msg="hf_model_check: %s: %d problem%s: %s"
+                             % (path, len(problems), "" if len(problems) == 1 else "s", numbered),
+                         **{k: v for k, v in result.items() if k != "changed"})
+    result["fingerprint"] = fingerprint(path, shards, files)
+    result["msg"] = "%s: %d shard%s, %s parameters, %s" % (
+        path, len(shards), "" if len(shards) == 1 else "s", "{:,}".format(total_params),
+        human_bytes(result["total_bytes"]))
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

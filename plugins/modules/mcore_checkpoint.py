@@ -1,0 +1,387 @@
+#!/usr/bin/python
+# Copyright: mtslime.posttrain contributors
+# Apache License 2.0
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: mcore_checkpoint
+short_description: Report whether a Megatron torch_dist checkpoint directory is complete, absent or interrupted
+version_added: "0.1.0"
+description:
+  - Inspects a torch_dist checkpoint directory, either the output of slime's
+    C(tools/convert_hf_to_torch_dist.py) (a C(release) checkpoint) or a training C(--save) directory
+    (C(iter_XXXXXXX/) checkpoints), and tells whether it is C(complete), C(absent) or C(interrupted).
+  - An interrupted directory comes with a signature naming what is wrong, for example C(iter_dir_not_renamed)
+    (the converter died before renaming C(iter_0000001/) to C(release/)) or C(nested_release)
+    (the converter was rerun into a directory that already had C(release/)).
+  - A conversion is complete when C(latest_checkpointed_iteration.txt) says C(release), C(release/) holds
+    C(metadata.json), C(.metadata) and at least one C(*.distcp) shard, and neither C(iter_0000001/) nor
+    C(release/iter_0000001/) exists. A training directory is complete when the iteration the tracker names is complete.
+  - Optionally records, or compares with, the fingerprint of the Hugging Face model a conversion came from
+    (file C(<path>/.mtslime_conversion.json)), moves an interrupted or stale directory aside to
+    C(<path>.<state>-<YYYYmmddTHHMMSS>) (never deletes), or fails on chosen states.
+options:
+  path:
+    description: The checkpoint directory (the C(--save) of the conversion or of training).
+    type: path
+    required: true
+  expect:
+    description:
+      - C(release) for a conversion output, C(training) for a training save directory (a C(release) tracker is accepted too),
+        C(auto) to infer it (a C(rollout/) directory or iterations other than 1 mean training).
+    type: str
+    choices: [release, training, auto]
+    default: auto
+  fingerprint:
+    description:
+      - Fingerprint of the Hugging Face model the conversion should come from. It is compared with the one recorded in
+        C(<path>/.mtslime_conversion.json); the result is RV(fingerprint_matches).
+      - A complete directory whose recorded fingerprint differs is C(stale) for O(move_aside_if) and O(fail_on).
+    type: str
+  record_fingerprint:
+    description:
+      - Write C(<path>/.mtslime_conversion.json) with this fingerprint, the time and O(record_extra), after a successful conversion.
+      - The directory must be complete. Nothing is written when the same fingerprint and extra data are already recorded.
+    type: str
+  record_extra:
+    description: Additional data stored in the record with O(record_fingerprint) (for example the HF path and the converter command).
+    type: dict
+  move_aside_if:
+    description:
+      - States that make the module rename the directory to C(<path>.<state>-<YYYYmmddTHHMMSS>) (with C(.1), C(.2)... when that name is taken).
+      - C(stale) means complete but converted from another model (needs O(fingerprint)).
+      - Cannot be combined with O(record_fingerprint).
+    type: list
+    elements: str
+    choices: [interrupted, stale, complete]
+    default: []
+  fail_on:
+    description:
+      - States that make the module fail, with a message that names the path, the signature and the fix.
+      - Checked before anything is moved or written; a failing run changes nothing.
+    type: list
+    elements: str
+    choices: [absent, interrupted, stale, complete]
+    default: []
+extends_documentation_fragment:
+  - mtslime.posttrain.attributes
+attributes:
+  check_mode:
+    support: full
+    details:
+      - Predicts RV(moved_to) and whether the record would be written, and changes nothing.
+  diff_mode:
+    support: full
+  idempotent:
+    support: full
+    details:
+      - A second run finds the directory already moved aside (then C(absent)) or the fingerprint already recorded.
+seealso:
+  - module: mtslime.posttrain.convert_patch
+author:
+  - mtslime.posttrain contributors
+"""
+
+EXAMPLES = r"""
+- name: Move an interrupted or stale conversion aside before converting
+  mtslime.posttrain.mcore_checkpoint:
+    path: /data/LLMs/MCORE/Qwen3-8B_slime
+    expect: release
+    fingerprint: "{{ __download_hf.fingerprint }}"
+    move_aside_if: [interrupted, stale]
+  register: __convert_before
+
+- name: Record which model the finished conversion came from
+  mtslime.posttrain.mcore_checkpoint:
+    path: /data/LLMs/MCORE/Qwen3-8B_slime
+    expect: release
+    record_fingerprint: "{{ __download_hf.fingerprint }}"
+    record_extra:
+      hf_checkpoint: /data/models/Qwen3-8B
+
+- name: Refuse to train without a complete conversion
+  mtslime.posttrain.mcore_checkpoint:
+    path: /data/LLMs/MCORE/Qwen3-8B_slime
+    expect: release
+    fail_on: [absent, interrupted]
+
+- name: Where would training resume?
+  mtslime.posttrain.mcore_checkpoint:
+    path: /tmp/Qwen3-8B_slime
+    expect: training
+  register: __train_ckpt
+"""
+
+RETURN = r"""
+path:
+  description: Absolute path inspected.
+  returned: always
+  type: str
+state:
+  description: C(complete), C(absent) or C(interrupted), as found (before any move).
+  returned: always
+  type: str
+  sample: interrupted
+state_after:
+  description: State of O(path) when the module ends (C(absent) after a move aside, or in check mode, would be).
+  returned: always
+  type: str
+kind:
+  description: C(release) (conversion output) or C(training) (training save directory); O(expect) or what was inferred.
+  returned: always
+  type: str
+signature:
+  description: What is wrong with an interrupted directory; null when complete or absent.
+  returned: always
+  type: dict
+  contains:
+    code:
+      description: >-
+        One of C(not_a_directory), C(empty_dir), C(no_tracker), C(tracker_unreadable), C(iter_dir_not_renamed),
+        C(release_dir_missing), C(missing_metadata_json), C(nested_release), C(tracker_points_to_missing_iter).
+      type: str
+    detail:
+      description: One sentence saying what was found.
+      type: str
+  sample: {"code": "iter_dir_not_renamed", "detail": "the tracker says 1 and iter_0000001/ was not renamed to release/"}
+message:
+  description: One sentence for people, with the fix when something is wrong.
+  returned: always
+  type: str
+tracker:
+  description: Content of C(latest_checkpointed_iteration.txt), whitespace stripped, or null when there is none.
+  returned: always
+  type: str
+iterations:
+  description: Iterations that have an C(iter_XXXXXXX/) directory, sorted.
+  returned: always
+  type: list
+  elements: int
+complete_iterations:
+  description: Iterations whose directory has C(metadata.json), C(.metadata) and at least one C(*.distcp).
+  returned: always
+  type: list
+  elements: int
+incomplete_iterations:
+  description: Iterations whose directory is not complete.
+  returned: always
+  type: list
+  elements: int
+latest_iteration:
+  description: The tracker as a number (0 for C(release)), null without a readable tracker.
+  returned: always
+  type: int
+latest_complete_iteration:
+  description: >-
+    Largest complete iteration not above the tracker (the largest complete one when there is no numeric tracker);
+    where a training run can resume when the tracker names a missing or incomplete iteration.
+  returned: always
+  type: int
+release:
+  description: Whether a complete C(release/) directory exists.
+  returned: always
+  type: bool
+dataset_state:
+  description: Whether C(rollout/global_dataset_state_dict_<latest_iteration>.pt) exists (the training data cursor).
+  returned: always
+  type: bool
+dataset_state_file:
+  description: The data cursor file for the tracker's iteration, null unless the tracker is a number.
+  returned: always
+  type: str
+dataset_state_iterations:
+  description: Iterations that have a C(rollout/global_dataset_state_dict_<N>.pt).
+  returned: always
+  type: list
+  elements: int
+record_file:
+  description: Path of the conversion record C(<path>/.mtslime_conversion.json).
+  returned: always
+  type: str
+record:
+  description: Content of the conversion record after the module ran (or would have run), null if there is none.
+  returned: always
+  type: dict
+fingerprint_recorded:
+  description: Fingerprint in the conversion record, null when there is no record.
+  returned: always
+  type: str
+fingerprint_matches:
+  description: Whether the recorded fingerprint equals O(fingerprint); null when O(fingerprint) is not set or nothing is recorded.
+  returned: always
+  type: bool
+moved_to:
+  description: Where the directory was (or in check mode would be) moved; null when it was not moved.
+  returned: always
+  type: str
+actions:
+  description: What was done or, in check mode, would be done.
+  returned: always
+  type: list
+  elements: str
+diff:
+  description: Before/after of the record file or of the directory's location.
+  returned: when changed
+  type: dict
+"""
+
+import datetime
+import json
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.mtslime.posttrain.plugins.module_utils.common import atomic_write, text_diff
+from ansible_collections.mtslime.posttrain.plugins.module_utils.mcore import (
+    CONVERSION_RECORD,
+    aside_name,
+    inspect_checkpoint,
+    move_aside,
+    read_conversion_record,
+)
+
+MODULE = "mcore_checkpoint"
+
+
+class CheckpointModule(AnsibleModule):
+    """AnsibleModule whose results keep their own `state`: the stock add_path_info
+    (run on every result that has `path`) would replace it with 'directory'."""
+
+    def add_path_info(self, kwargs):
+        return kwargs
+
+
+def record_text(record):
+    return json.dumps(record, indent=2, sort_keys=True) + "\n"
+
+
+def fail_message(state, info, params):
+    path = info["path"]
+    if state == "absent":
+        return "%s does not exist: no converted checkpoint there; run the conversion first or set path to the converted checkpoint" % path
+    if state == "interrupted":
+        return info["message"]
+    if state == "stale":
+        return (
+            "%s is a complete checkpoint converted from another model: recorded fingerprint %s in %s, expected %s; "
+            "move it aside (move_aside_if: [stale]) and rerun the conversion"
+            % (path, info["fingerprint_recorded"], info["record_file"], params["fingerprint"])
+        )
+    return "%s already holds a complete checkpoint (tracker %s); move it aside or choose another path" % (path, info["tracker"])
+
+
+def main():
+    module = CheckpointModule(
+        argument_spec=dict(
+            path=dict(type="path", required=True),
+            expect=dict(type="str", choices=["release", "training", "auto"], default="auto"),
+            fingerprint=dict(type="str"),
+            record_fingerprint=dict(type="str"),
+            record_extra=dict(type="dict"),
+            move_aside_if=dict(type="list", elements="str", choices=["interrupted", "stale", "complete"], default=[]),
+            fail_on=dict(type="list", elements="str", choices=["absent", "interrupted", "stale", "complete"], default=[]),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    move_if = params["move_aside_if"] or []
+    fail_on = params["fail_on"] or []
+
+    problems = []
+    if params["record_fingerprint"] is not None and move_if:
+        problems.append("record_fingerprint and move_aside_if cannot be used in the same task (record after the conversion, move aside before it)")
+    if ("stale" in move_if or "stale" in fail_on) and not params["fingerprint"]:
+        problems.append("'stale' in move_aside_if or fail_on needs the fingerprint option (the fingerprint of the HF model the conversion should come from)")
+    if problems:
+        module.fail_json(msg="%s: %s" % (MODULE, "; ".join(problems)), path=params["path"])
+
+    info = inspect_checkpoint(params["path"], expect=params["expect"])
+    path = info["path"]
+    record_file = os.path.join(path, CONVERSION_RECORD)
+    record = read_conversion_record(path) if os.path.isdir(path) else None
+    recorded = record.get("fingerprint") if record else None
+    matches = None
+    if params["fingerprint"] is not None and recorded is not None:
+        matches = recorded == params["fingerprint"]
+    info.update(
+        changed=False,
+        state_after=info["state"],
+        record_file=record_file,
+        record=record,
+        fingerprint_recorded=recorded,
+        fingerprint_matches=matches,
+        moved_to=None,
+        actions=[],
+    )
+    states = {info["state"]}
+    if info["state"] == "complete" and matches is False:
+        states.add("stale")
+    if info["state"] == "complete" and params["fingerprint"] is not None and recorded is None:
+        info["actions"].append("no fingerprint recorded in %s: cannot tell which model %s was converted from" % (record_file, path))
+
+    # Fail before changing anything; say every reason in one message.
+    errors = [fail_message(state, info, params) for state in ("absent", "interrupted", "stale", "complete") if state in states and state in fail_on]
+    if params["record_fingerprint"] is not None and info["state"] != "complete":
+        errors.append(
+            "cannot record fingerprint in %s: the checkpoint is %s (%s)"
+            % (record_file, info["state"], info["message"])
+        )
+    if errors:
+        module.fail_json(msg="%s: %s" % (MODULE, " ".join(e if e.endswith(".") else e + "." for e in errors)), **info)
+
+    reason = next((state for state in ("interrupted", "stale", "complete") if state in states and state in move_if), None)
+    if reason:
+        if module.check_mode:
+            target = aside_name(path, reason)
+            info["actions"].append("would move %s (%s) aside to %s" % (path, reason, target))
+        else:
+            try:
+                target = move_aside(path, reason)
+            except OSError as exc:
+                module.fail_json(
+                    msg="%s: cannot move %s aside: %s; check permissions on %s" % (MODULE, path, exc, os.path.dirname(path)),
+                    **info
+                )
+            info["actions"].append("moved %s (%s) aside to %s" % (path, reason, target))
+        info.update(changed=True, moved_to=target, state_after="absent")
+        info["diff"] = {
+            "before": "%s: %s\n" % (path, reason),
+            "after": "%s: absent (moved to %s)\n" % (path, target),
+            "before_header": path,
+            "after_header": path,
+        }
+
+    if params["record_fingerprint"] is not None:
+        extra = params["record_extra"] or {}
+        unchanged = record is not None and record.get("fingerprint") == params["record_fingerprint"] and (record.get("extra") or {}) == extra
+        if unchanged:
+            info["actions"].append("fingerprint %s already recorded in %s" % (params["record_fingerprint"], record_file))
+        else:
+            new_record = {
+                "fingerprint": params["record_fingerprint"],
+                "recorded_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "tracker": info["tracker"],
+                "extra": extra,
+                "written_by": "mtslime.posttrain.mcore_checkpoint",
+            }
+            before = record_text(record) if record is not None else ""
+            if not module.check_mode:
+                try:
+                    atomic_write(record_file, record_text(new_record), mode=0o644)
+                except OSError as exc:
+                    module.fail_json(msg="%s: cannot write %s: %s; check permissions on %s" % (MODULE, record_file, exc, path), **info)
+            info["actions"].append(
+                "%s fingerprint %s in %s" % ("would record" if module.check_mode else "recorded", params["record_fingerprint"], record_file)
+            )
+            info.update(changed=True, record=new_record, fingerprint_recorded=params["record_fingerprint"])
+            if params["fingerprint"] is not None:
+                info["fingerprint_matches"] = params["record_fingerprint"] == params["fingerprint"]
+            info["diff"] = text_diff(before, record_text(new_record), record_file)
+
+    if not info["actions"]:
+        info["actions"].append("%s: %s" % (path, info["message"]))
+    module.exit_json(**info)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,189 @@
+"""The default inventory renders the guide: playbooks/render.yml writes the run files on the
+controller, and the rendered run script, executed with a stand-in `ray` that records its
+arguments, submits train.py with the guide's flags and values (tests/unit/data/guide/)."""
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+
+import pytest
+import yaml
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.path.dirname(sys.executable)
+GUIDE = os.path.join(REPO, "tests", "unit", "data", "guide", "run-qwen3-8B.args.yml")
+
+RAY_STUB = """#!/bin/bash
+# Stand-in for the `ray` CLI: records `ray job submit` arguments as JSON.
+if [ "$1 $2" = "job submit" ]; then
+    python3 -c 'import json, sys; json.dump(sys.argv[2:], open(sys.argv[1], "w"))' "$RAY_ARGV_OUT" "$@"
+    echo "Job 'x' submitted successfully"
+fi
+exit 0
+"""
+
+
+class JobsApi(http.server.BaseHTTPRequestHandler):
+    jobs = []
+
+    def do_GET(self):  # noqa: N802
+        body = json.dumps(self.jobs).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def jobs_api():
+    server = http.server.HTTPServer(("127.0.0.1", 0), JobsApi)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+
+
+def run_playbook(*args, check=True):
+    env = dict(os.environ, PATH=BIN + os.pathsep + os.environ["PATH"], ANSIBLE_FORCE_COLOR="0")
+    proc = subprocess.run(
+        [os.path.join(BIN, "ansible-playbook"), *args], cwd=REPO, env=env, capture_output=True, text=True
+    )
+    if check:
+        assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    return proc
+
+
+def render(tmp_path, *extra):
+    out = tmp_path / "rendered"
+    run_playbook("playbooks/render.yml", "-i", "inventory/", "-e", "render_dir=%s" % out, *extra)
+    return out / "localhost"
+
+
+def submitted_args(node_dir, tmp_path):
+    stubs = tmp_path / "stubs"
+    stubs.mkdir()
+    (stubs / "ray").write_text(RAY_STUB)
+    (stubs / "ray").chmod(0o755)
+    record = tmp_path / "argv.json"
+    # mkdir/ln are shell functions here so the script's log directory under
+    # /home/slime is not created on the test machine.
+    script = "mkdir() { :; }; ln() { :; }; export -f mkdir ln; bash %s" % (node_dir / "run-qwen3-8B.sh")
+    env = dict(os.environ, PATH="%s:%s" % (stubs, os.environ["PATH"]), RAY_ARGV_OUT=str(record))
+    proc = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert record.exists(), proc.stdout + proc.stderr
+    argv = json.loads(record.read_text())
+    return argv, proc
+
+
+def pairs(tokens):
+    result = []
+    for token in tokens:
+        if token.startswith("--"):
+            result.append([token])
+        else:
+            result[-1].append(token)
+    return result
+
+
+def same_value(a, b):
+    if a == b:
+        return True
+    try:
+        return float(a) == float(b)
+    except ValueError:
+        return a.rstrip("/") == b.rstrip("/")
+
+
+@pytest.fixture(scope="module")
+def guide():
+    with open(GUIDE) as handle:
+        return yaml.safe_load(handle)
+
+
+def test_render_writes_three_files_with_tight_modes(tmp_path, jobs_api):
+    node = render(tmp_path, "-e", "ray_dashboard_port=%d" % jobs_api.server_port)
+    modes = {p.name: oct(p.stat().st_mode & 0o777) for p in node.iterdir()}
+    assert modes == {"hostfile": "0o640", "run-qwen3-8B.sh": "0o750", "runtime_env.yaml": "0o640"}
+    hostfile = (node / "hostfile").read_text().splitlines()
+    assert len(hostfile) == 1 and hostfile[0].endswith(" slots=8")
+    env = yaml.safe_load((node / "runtime_env.yaml").read_text())
+    for key in ("MUSA_PATCH_PATH", "MEGATRON_PATH", "SLIME_PATH", "TENSORBOARD_DIR", "SGLANG_TORCH_PROFILER_DIR",
+                "PYTHONPATH", "CUDA_DEVICE_MAX_CONNECTIONS"):
+        assert key in env["env_vars"], key
+    assert env["env_vars"]["MUSA_PATCH_PATH"] == "/home/megatron-lm-musa-patch"
+
+
+def test_rendered_script_passes_shellcheck_and_bash_n(tmp_path, jobs_api):
+    node = render(tmp_path, "-e", "ray_dashboard_port=%d" % jobs_api.server_port)
+    script = str(node / "run-qwen3-8B.sh")
+    subprocess.run(["bash", "-n", script], check=True)
+    if shutil.which("shellcheck") is None:
+        pytest.fail("shellcheck is not installed (apt-get install shellcheck)")
+    proc = subprocess.run(["shellcheck", script], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout
+
+
+def test_rendered_script_submits_the_guides_train_args(tmp_path, jobs_api, guide):
+    node = render(tmp_path, "-e", "ray_dashboard_port=%d" % jobs_api.server_port)
+    argv, _proc = submitted_args(node, tmp_path)
+    assert argv[:2] == ["job", "submit"]
+    split = argv.index("--")
+    options = argv[2:split]
+    assert "--no-wait" in options and "--submission-id" in options
+    assert argv[split + 1:split + 3] == ["python3", "train.py"]
+    rendered = pairs(argv[split + 3:])
+    expected = guide["argv"]
+    assert [p[0] for p in rendered] == [p[0] for p in expected]
+    for got, want in zip(rendered, expected):
+        flag = want[0]
+        if flag in guide["deviations"]:
+            assert got[1:] == [guide["deviations"][flag]["ours"]], flag
+            assert want[1:] == [guide["deviations"][flag]["guide"]], flag
+            continue
+        assert len(got) == len(want) and all(same_value(a, b) for a, b in zip(got[1:], want[1:])), (got, want)
+
+
+def test_every_deviation_is_documented(guide):
+    with open(os.path.join(REPO, "docs", "deviations.md")) as handle:
+        text = handle.read()
+    for flag, item in guide["deviations"].items():
+        assert item["variable"] in text and item["guide"] in text, flag
+
+
+def test_script_refuses_a_second_job_of_the_experiment(tmp_path, jobs_api):
+    JobsApi.jobs = [{"submission_id": "qwen3-8B-attempt-1", "status": "RUNNING",
+                     "metadata": {"mtslime_experiment": "qwen3-8B"}}]
+    try:
+        node = render(tmp_path, "-e", "ray_dashboard_port=%d" % jobs_api.server_port)
+        stubs = tmp_path / "stubs"
+        stubs.mkdir()
+        (stubs / "ray").write_text("#!/bin/bash\necho SUBMITTED\n")
+        (stubs / "ray").chmod(0o755)
+        script = "mkdir() { :; }; ln() { :; }; export -f mkdir ln; bash %s" % (node / "run-qwen3-8B.sh")
+        env = dict(os.environ, PATH="%s:%s" % (stubs, os.environ["PATH"]))
+        proc = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True)
+    finally:
+        JobsApi.jobs = []
+    assert proc.returncode == 1
+    assert "SUBMITTED" not in proc.stdout
+    assert "qwen3-8B-attempt-1" in proc.stderr
+
+
+def test_overrides_change_one_flag_in_place(tmp_path, jobs_api):
+    overrides = json.dumps({"slime_train_args_overrides": {"lr": "2e-6", "use-tis": None, "sglang-disable-cuda-graph": True}})
+    node = render(tmp_path, "-e", "ray_dashboard_port=%d" % jobs_api.server_port, "-e", overrides)
+    argv, _proc = submitted_args(node, tmp_path)
+    rendered = pairs(argv[argv.index("--") + 3:])
+    flags = [p[0] for p in rendered]
+    assert ["--lr", "2e-6"] in rendered
+    assert "--use-tis" not in flags
+    assert flags[-1] == "--sglang-disable-cuda-graph"

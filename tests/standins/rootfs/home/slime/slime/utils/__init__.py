@@ -1,0 +1,1 @@
+"""Stand-in for slime.utils (real: THUDM/slime slime/utils/)."""

@@ -1,0 +1,487 @@
+# Stand-in for slime's train.py (real: THUDM/slime train.py, /home/slime/train.py in the MT image).
+# Speaks slime's CLI, input checks, Ray placement group, resume rules, metric log lines and
+# checkpoint layout without a GPU. Test knobs: see tests/standins/README.md.
+import argparse
+import json
+import math
+import os
+import random
+import sys
+import time
+
+STARTED = time.time()
+
+
+# ---------------------------------------------------------------- command line
+def build_parser():
+    p = argparse.ArgumentParser(description="slime (stand-in)", allow_abbrev=False)
+
+    def flags(*names):
+        for n in names:
+            p.add_argument(n, action="store_true")
+
+    def opts(kind, default, *names):
+        for n in names:
+            p.add_argument(n, type=kind, default=default)
+
+    # cluster / placement
+    opts(int, 1, "--actor-num-nodes")
+    opts(int, 8, "--actor-num-gpus-per-node", "--num-gpus-per-node")
+    opts(int, None, "--rollout-num-gpus", "--critic-num-nodes", "--critic-num-gpus-per-node")
+    opts(int, 1, "--rollout-num-gpus-per-engine")
+    flags("--colocate", "--offload", "--debug-rollout-only", "--debug-train-only", "--use-critic")
+    p.add_argument("--offload-train", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument("--offload-rollout", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument("--train-backend", choices=["megatron", "fsdp"], default="megatron")
+    opts(str, "nccl", "--distributed-backend")
+    opts(int, 10, "--distributed-timeout-minutes")
+    # checkpoints
+    opts(str, None, "--hf-checkpoint", "--ref-load", "--load", "--save", "--save-hf", "--megatron-to-hf-mode")
+    opts(int, None, "--save-interval", "--start-rollout-id", "--ckpt-step", "--ref-ckpt-step")
+    flags("--async-save", "--no-save-optim", "--no-save-rng", "--no-load-optim", "--no-load-rng", "--finetune")
+    # rollout / data
+    opts(str, None, "--prompt-data", "--label-key", "--rm-type", "--custom-rm-path", "--reward-key", "--rm-url",
+         "--dynamic-sampling-filter-path", "--apply-chat-template-kwargs", "--rollout-function-path")
+    opts(str, "input", "--input-key")
+    opts(str, "metadata", "--metadata-key")
+    opts(str, "tools", "--tool-key")
+    flags("--apply-chat-template", "--rollout-shuffle", "--balance-data", "--use-dynamic-batch-size",
+          "--group-rm")
+    opts(int, None, "--num-rollout", "--num-epoch", "--rollout-max-prompt-len", "--rollout-max-response-len",
+         "--rollout-max-context-len", "--global-batch-size", "--num-steps-per-rollout", "--max-tokens-per-gpu",
+         "--over-sampling-batch-size", "--rollout-seed", "--log-probs-max-tokens-per-gpu")
+    p.add_argument("--rollout-batch-size", type=int, required=True)
+    opts(int, 1, "--n-samples-per-prompt", "--micro-batch-size")
+    opts(float, 1.0, "--rollout-temperature", "--rollout-top-p")
+    opts(int, -1, "--rollout-top-k")
+    # eval
+    opts(int, None, "--eval-interval", "--eval-max-response-len", "--eval-top-k")
+    p.add_argument("--eval-prompt-data", nargs="+", default=None)
+    opts(str, None, "--eval-config", "--eval-input-key", "--eval-label-key")
+    flags("--skip-eval-before-train")
+    opts(int, 1, "--n-samples-per-eval-prompt")
+    opts(float, None, "--eval-temperature", "--eval-top-p")
+    # GRPO / loss
+    p.add_argument("--advantage-estimator", default="grpo",
+                   choices=["grpo", "gspo", "cispo", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "ppo"])
+    flags("--use-kl-loss", "--use-tis", "--use-rollout-logprobs", "--normalize-advantages",
+          "--calculate-per-token-loss", "--no-check-for-nan-in-loss-and-grad")
+    opts(float, 0.0, "--kl-loss-coef", "--kl-coef", "--entropy-coef", "--tis-clip-low")
+    p.add_argument("--kl-loss-type", choices=["k1", "k2", "k3", "low_var_kl"], default="k1")
+    opts(float, 0.2, "--eps-clip")
+    opts(float, None, "--eps-clip-high")
+    opts(float, 2.0, "--tis-clip")
+    opts(int, 1234, "--seed")
+    # optimizer
+    opts(str, "adam", "--optimizer")
+    opts(float, 1e-6, "--lr")
+    opts(float, None, "--min-lr", "--weight-decay", "--adam-beta1", "--adam-beta2", "--adam-eps")
+    opts(str, None, "--lr-decay-style")
+    opts(int, 0, "--lr-warmup-iters")
+    opts(int, None, "--lr-decay-iters")
+    opts(float, 1.0, "--clip-grad")
+    # parallelism / perf / misc (Megatron)
+    opts(int, 1, "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--context-parallel-size",
+         "--expert-model-parallel-size")
+    opts(int, None, "--expert-tensor-parallel-size", "--recompute-num-layers")
+    opts(str, None, "--recompute-granularity", "--recompute-method", "--attention-backend", "--tensorboard-dir")
+    flags("--sequence-parallel", "--accumulate-allreduce-grads-in-fp32", "--attention-softmax-in-fp32", "--bf16",
+          "--fp16", "--use-distributed-optimizer", "--no-rope-fusion", "--no-gradient-accumulation-fusion",
+          "--no-masked-softmax-fusion", "--no-bias-dropout-fusion")
+    opts(float, None, "--attention-dropout", "--hidden-dropout")
+    # logging
+    flags("--use-wandb", "--log-passrate", "--use-tensorboard")
+    opts(str, None, "--wandb-project", "--wandb-group", "--wandb-key", "--wandb-host", "--wandb-mode",
+         "--wandb-dir", "--tb-project-name", "--tb-experiment-name")
+    # SGLang passthrough (--sglang-<ServerArgs flag>) and router
+    opts(float, None, "--sglang-mem-fraction-static")
+    opts(str, None, "--sglang-attention-backend", "--sglang-log-level", "--sglang-router-ip", "--sglang-sampling-backend")
+    opts(int, None, "--sglang-cuda-graph-max-bs", "--sglang-dp-size", "--sglang-pp-size", "--sglang-router-port",
+         "--sglang-router-request-timeout-secs", "--sglang-server-concurrency", "--sglang-chunked-prefill-size",
+         "--sglang-context-length", "--sglang-max-running-requests", "--sglang-ep-size")
+    flags("--sglang-disable-overlap-schedule", "--sglang-disable-cuda-graph", "--sglang-enable-dp-attention",
+          "--sglang-disable-radix-cache", "--sglang-enable-metrics")
+    # MODEL_ARGS (scripts/models/qwen3-8B.sh)
+    flags("--swiglu", "--group-query-attention", "--use-rotary-position-embeddings", "--disable-bias-linear",
+          "--qk-layernorm", "--untie-embeddings-and-output-weights", "--use-cpu-initialization", "--add-qkv-bias")
+    opts(int, None, "--num-layers", "--hidden-size", "--ffn-hidden-size", "--num-attention-heads",
+         "--num-query-groups", "--vocab-size", "--kv-channels", "--rotary-base", "--seq-length")
+    opts(float, 1e-5, "--norm-epsilon")
+    opts(float, 1.0, "--rotary-percent")
+    p.add_argument("--normalization", default="LayerNorm", choices=["LayerNorm", "RMSNorm"])
+    p.add_argument("--position-embedding-type", default="learned_absolute",
+                   choices=["learned_absolute", "rope", "none"])
+    return p
+
+
+# ---------------------------------------------------------------- logging
+_PIDS = {"train": os.getpid() + 101, "rollout": os.getpid() + 57}
+
+
+def log(where, message, actor=None):
+    name, _, line = where.partition(":")
+    text = "[%s] %s:%s - %s" % (time.strftime("%Y-%m-%d %H:%M:%S"), name, line, message)
+    if actor == "train":
+        text = "(MegatronTrainRayActor pid=%d) %s" % (_PIDS["train"], text)
+    elif actor == "rollout":
+        text = "(RolloutManager pid=%d) %s" % (_PIDS["rollout"], text)
+    print(text, flush=True)
+
+
+def control():
+    """Knobs re-read every step: env first, then the JSON control file, then defaults."""
+    path = os.environ.get("MTSLIME_STANDIN_CONTROL", "/etc/mtslime-standin.json")
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        data = {}
+    result = {"step_seconds": 1.0, "crash_at_step": None, "wait_log_seconds": 30.0, "pg_timeout": 600.0}
+    for key in result:
+        value = os.environ.get("MTSLIME_STANDIN_" + key.upper(), data.get(key))
+        if value is not None and value != "":
+            result[key] = int(value) if key == "crash_at_step" else float(value)
+    return result
+
+
+# ---------------------------------------------------------------- validation (slime_validate_args subset)
+def strip_slice(path):
+    return path.split("@[", 1)[0] if path else path
+
+
+def read_columns(path):
+    if path.endswith(".jsonl"):
+        with open(path) as f:
+            first = f.readline()
+        rows = sum(1 for _ in open(path))
+        return list(json.loads(first).keys()) if first.strip() else [], rows
+    import pyarrow.parquet as pq
+
+    meta = pq.ParquetFile(path)
+    return meta.schema_arrow.names, meta.metadata.num_rows
+
+
+def check_data(path, key, what):
+    path = strip_slice(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError("%s not found: %s" % (what, path))
+    columns, rows = read_columns(path)
+    if key not in columns:
+        raise ValueError("%s %s has no column %r (columns: %s); check --input-key" % (what, path, key, columns))
+    return rows
+
+
+def eval_datasets(args):
+    data = args.eval_prompt_data or []
+    if len(data) == 1:
+        return [("aime", data[0])]
+    if len(data) % 2:
+        raise ValueError("--eval-prompt-data takes name/path pairs, got an odd number of values: %s" % data)
+    return list(zip(data[::2], data[1::2]))
+
+
+def validate(args):
+    if args.num_rollout is None and args.num_epoch is None:
+        raise ValueError("either --num-rollout or --num-epoch must be set")
+    if not args.rollout_temperature > 0:
+        raise ValueError("--rollout-temperature must be > 0, got %s" % args.rollout_temperature)
+    if args.save_interval is not None and not args.save:
+        raise ValueError("--save-interval is set (%d) but --save is not" % args.save_interval)
+    if args.hf_checkpoint is None or not os.path.isfile(os.path.join(args.hf_checkpoint, "config.json")):
+        raise FileNotFoundError("--hf-checkpoint %s has no config.json" % args.hf_checkpoint)
+    if args.ref_load is not None and not os.path.exists(args.ref_load):
+        raise FileNotFoundError("--ref-load %s does not exist" % args.ref_load)
+    if (args.use_kl_loss or args.kl_coef != 0) and args.ref_load is None:
+        raise FileNotFoundError("--use-kl-loss / --kl-coef need --ref-load, which is not set")
+    if args.kl_coef != 0 and args.kl_loss_coef != 0:
+        raise ValueError("only one of --kl-coef and --kl-loss-coef may be non-zero")
+    if args.use_tis and args.use_rollout_logprobs:
+        raise ValueError("--use-tis and --use-rollout-logprobs are mutually exclusive")
+    if args.use_dynamic_batch_size and args.max_tokens_per_gpu is None:
+        raise ValueError("--use-dynamic-batch-size requires --max-tokens-per-gpu")
+    if args.prompt_data is None:
+        raise ValueError("--prompt-data is required")
+    args.dataset_rows = check_data(args.prompt_data, args.input_key, "--prompt-data")
+    if args.eval_config and not os.path.exists(args.eval_config):
+        raise FileNotFoundError("--eval-config %s does not exist" % args.eval_config)
+    args.eval_sets = eval_datasets(args)
+    if args.eval_interval is not None and not args.eval_sets and not args.eval_config:
+        raise ValueError("--eval-interval is set but no eval dataset (--eval-prompt-data / --eval-config)")
+    for _, path in args.eval_sets:
+        check_data(path, args.eval_input_key or args.input_key, "--eval-prompt-data")
+    samples = args.rollout_batch_size * args.n_samples_per_prompt
+    if args.num_steps_per_rollout is not None:
+        gbs = samples // args.num_steps_per_rollout
+        if args.global_batch_size is not None and args.global_batch_size != gbs:
+            raise ValueError("--global-batch-size %d != rollout_batch_size * n_samples_per_prompt / "
+                             "num_steps_per_rollout = %d" % (args.global_batch_size, gbs))
+        args.global_batch_size = gbs
+    if args.global_batch_size is None:
+        args.global_batch_size = samples
+    args.steps_per_rollout = max(1, samples // args.global_batch_size)
+    if args.num_rollout is None:
+        args.num_rollout = args.num_epoch * max(1, args.dataset_rows // args.rollout_batch_size)
+    if args.colocate and args.rollout_num_gpus is None:
+        args.rollout_num_gpus = args.actor_num_nodes * args.actor_num_gpus_per_node
+
+
+# ---------------------------------------------------------------- Ray placement group
+def ray_wanted():
+    if os.environ.get("MTSLIME_STANDIN_NO_RAY") == "1":
+        return False
+    return bool(os.environ.get("RAY_ADDRESS") or os.environ.get("RAY_JOB_SUBMISSION_ID"))
+
+
+def create_placement_group(args):
+    import ray
+    from ray.util.placement_group import placement_group, remove_placement_group
+
+    ray.init(logging_level="warning", log_to_driver=False)
+    actor = args.actor_num_nodes * args.actor_num_gpus_per_node
+    rollout = args.rollout_num_gpus or 0
+    num_gpus = max(actor, rollout) if args.colocate else actor + rollout
+    pg = placement_group([{"GPU": 1, "CPU": 1} for _ in range(num_gpus)], strategy="PACK")
+    start = time.time()
+    next_log = control()["wait_log_seconds"]
+    while True:
+        knobs = control()
+        elapsed = time.time() - start
+        if elapsed >= knobs["pg_timeout"]:
+            registered = ray.cluster_resources().get("GPU", 0)
+            remove_placement_group(pg)
+            raise RuntimeError(
+                "Placement group of %d GPUs was not ready after %ds: Ray has %d GPUs registered. Start Ray with "
+                "--num-gpus or lower --actor-num-gpus-per-node/--rollout-num-gpus." % (num_gpus, elapsed, registered))
+        if pg.wait(timeout_seconds=max(0.5, min(next_log, knobs["pg_timeout"]) - elapsed)):
+            break
+        if time.time() - start >= next_log - 0.05:
+            log("placement_group.py:62",
+                "Waiting for placement group of %d GPUs (elapsed %ds): %d GPUs registered with Ray, %d available."
+                % (num_gpus, round(time.time() - start), ray.cluster_resources().get("GPU", 0),
+                   ray.available_resources().get("GPU", 0)))
+            next_log += knobs["wait_log_seconds"]
+    log("placement_group.py:97", "Placement group of %d GPUs is ready (strategy PACK, %d actor + %d rollout)."
+        % (num_gpus, actor, rollout))
+    return pg
+
+
+# ---------------------------------------------------------------- resume
+def read_tracker(path):
+    tracker = os.path.join(path, "latest_checkpointed_iteration.txt")
+    if not path or not os.path.isfile(tracker):
+        return None
+    with open(tracker) as f:
+        value = f.read().strip()
+    return 0 if value == "release" else int(value)
+
+
+def load_torch_file(path):
+    try:
+        import torch
+        return torch.load(path)
+    except ImportError:
+        import pickle
+        with open(path, "rb") as f:
+            return pickle.load(f)
+
+
+def resolve_start(args):
+    tp_pp = "[ t 1/%d, p 1/%d ]" % (args.tensor_model_parallel_size, args.pipeline_model_parallel_size)
+    iteration = read_tracker(args.load) if args.load else None
+    state = None
+    if iteration is not None:
+        log("checkpointing.py:1045", " loading distributed checkpoint from %s at iteration %d" % (args.load, iteration),
+            actor="train")
+        log("checkpointing.py:1402", "  successfully loaded checkpoint from %s %s at iteration %d"
+            % (args.load, tp_pp, iteration), actor="train")
+        start = iteration + 1
+        state_path = os.path.join(args.load, "rollout", "global_dataset_state_dict_%d.pt" % (start - 1))
+        if os.path.isfile(state_path):
+            state = load_torch_file(state_path)
+            log("data_source.py:140", "load metadata from %s: %s" % (state_path, state))
+        source = "Megatron checkpoint %s (iteration %d)" % (args.load, iteration)
+    else:
+        start = 0
+        if args.load and os.path.isfile(os.path.join(args.load, "config.json")):
+            source = "HF checkpoint %s (no Megatron tracker)" % args.load
+        elif args.ref_load:
+            source = "--ref-load %s (finetune: --load %s has no latest_checkpointed_iteration.txt)" % (
+                args.ref_load, args.load)
+        else:
+            source = "random init (no --load / --ref-load checkpoint)"
+    if args.start_rollout_id is not None:
+        start = args.start_rollout_id
+        source += ", overridden by --start-rollout-id"
+    log("train.py:31", "start_rollout_id=%d (from %s)" % (start, source))
+    return start, state
+
+
+# ---------------------------------------------------------------- metrics
+def reward_at(args, r):
+    rng = random.Random(args.seed * 1000003 + r)
+    value = 0.12 + 0.6 * (1 - math.exp(-r / 40.0)) + rng.uniform(-0.005, 0.005)
+    return min(1.0, max(0.0, value)), rng
+
+
+def pass_at(p, k):
+    return 1 - (1 - p) ** k
+
+
+def powers_of_two(n):
+    k, out = 1, []
+    while k <= n:
+        out.append(k)
+        k *= 2
+    return out
+
+
+def log_rollout(args, r):
+    reward, rng = reward_at(args, r)
+    resp = (args.rollout_max_response_len or 1024) * (0.55 + 0.2 * rng.random())
+    truncated = max(0.0, 0.25 - r * 0.002) * rng.random()
+    gpus = args.rollout_num_gpus or 1
+    rollout_time = 20 + 5 * rng.random()
+    tokens = resp * args.rollout_batch_size * args.n_samples_per_prompt
+    log("rollout_metrics.py:268", "perf %d: %r" % (r, {
+        "rollout/response_len/mean": resp, "rollout/response_len/median": resp * 0.97,
+        "rollout/response_len/max": float(args.rollout_max_response_len or 1024), "rollout/response_len/min": resp * 0.2,
+        "rollout/truncated_ratio": truncated, "rollout/repetition_frac": 0.01 * rng.random(),
+        "perf/rollout_time": rollout_time, "perf/tokens_per_gpu_per_sec": tokens / rollout_time / gpus}), actor="rollout")
+    metrics = {"rollout/response_lengths": resp, "rollout/total_lengths": resp + 180.0, "rollout/raw_reward": reward,
+               "rollout/rewards": 0.0 if args.n_samples_per_prompt > 1 else reward, "rollout/truncated": truncated,
+               "rollout/log_probs": -0.35 - 0.1 * rng.random(), "rollout/advantages": 0.0, "rollout/returns": 0.0,
+               "rollout/rollout_log_probs": -0.35 - 0.1 * rng.random()}
+    if args.use_kl_loss or args.kl_coef:
+        metrics["rollout/ref_log_probs"] = -0.36 - 0.1 * rng.random()
+    log("train_metric_utils.py:135", "rollout %d: %r" % (r, metrics), actor="train")
+    if args.log_passrate:
+        log("train_metric_utils.py:160", "passrate %d: %r" % (r, {
+            "passrate/pass@%d" % k: pass_at(reward, k) for k in powers_of_two(args.n_samples_per_prompt)}), actor="train")
+    return tokens
+
+
+def log_step(args, r, i):
+    step = r * args.steps_per_rollout + i
+    rng = random.Random(args.seed * 7919 + step)
+    lr = args.lr * min(1.0, (step + 1) / args.lr_warmup_iters) if args.lr_warmup_iters else args.lr
+    metrics = {"train/loss": rng.uniform(-0.02, 0.02), "train/pg_loss": rng.uniform(-0.02, 0.02),
+               "train/entropy_loss": 0.55 - 0.1 * (1 - math.exp(-step / 60.0)) + 0.01 * rng.random(),
+               "train/pg_clipfrac": 0.0 if args.eps_clip == 0 else 0.02 * rng.random(),
+               "train/ppo_kl": float("nan") if step == 0 else 1e-4 * rng.random()}
+    if args.use_kl_loss:
+        metrics["train/kl_loss"] = 1e-3 * rng.random()
+    if args.use_tis:
+        metrics.update({"train/ois": 1.0, "train/tis": 1.0 + 0.01 * rng.random(), "train/tis_clipfrac": 0.0,
+                        "train/tis_abs": 0.01 * rng.random()})
+    metrics.update({"train/train_rollout_logprob_abs_diff": 0.01 * rng.random(), "train/grad_norm": 0.1 + rng.random(),
+                    "train/lr-pg_0": lr, "train/global_batch_size": float(args.global_batch_size),
+                    "train/step": step})
+    log("model.py:918", "step %d: %r" % (step, metrics), actor="train")
+
+
+def log_train_perf(args, r, tokens, seconds):
+    rng = random.Random(args.seed * 31 + r)
+    train_time = seconds * 0.6
+    log("train_metric_utils.py:401", "perf %d: %r" % (r, {
+        "perf/update_weights_time": 2.0 + rng.random(), "perf/data_preprocess_time": 0.1 * rng.random(),
+        "perf/train_wait_time": seconds * 0.4, "perf/log_probs_time": 3.0 + rng.random(),
+        "perf/actor_train_time": train_time, "perf/actor_train_tflops": 80 + 10 * rng.random(),
+        "perf/actor_train_tok_per_s": tokens / max(train_time, 1e-3), "perf/step_time": seconds,
+        "perf/wait_time_ratio": 0.4 + 0.05 * rng.random()}), actor="train")
+
+
+def log_eval(args, r):
+    reward, rng = reward_at(args, r)
+    acc = reward * 0.35
+    metrics = {}
+    for name, _ in args.eval_sets or [("eval", None)]:
+        metrics["eval/%s" % name] = acc
+        metrics["eval/%s/response_len/mean" % name] = (args.eval_max_response_len or 1024) * 0.7
+        metrics["eval/%s-truncated_ratio" % name] = 0.1 * rng.random()
+        if args.log_passrate:
+            for k in powers_of_two(args.n_samples_per_eval_prompt):
+                metrics["eval/%s-pass@%d" % (name, k)] = pass_at(acc, k)
+    log("rollout_metrics.py:247", "eval %d: %r" % (r, metrics), actor="rollout")
+
+
+# ---------------------------------------------------------------- checkpoints
+def write_file(path, data):
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def save_torch_file(obj, path):
+    try:
+        import torch
+        torch.save(obj, path)
+    except ImportError:
+        import pickle
+        with open(path, "wb") as f:
+            pickle.dump(obj, f)
+
+
+def save(args, r):
+    """Megatron torch_dist order (common.pt, shards, .metadata, metadata.json, tracker), then the data state."""
+    iter_dir = os.path.join(args.save, "iter_{:07d}".format(r))
+    log("checkpointing.py:476", "saving checkpoint at iteration {:7d} to {} in torch_dist format".format(r, args.save),
+        actor="train")
+    os.makedirs(iter_dir, exist_ok=True)
+    save_torch_file({"iteration": r, "checkpoint_version": 3.0, "args": {"seed": args.seed}},
+                    os.path.join(iter_dir, "common.pt"))
+    ranks = args.actor_num_nodes * args.actor_num_gpus_per_node
+    for rank in range(ranks):
+        write_file(os.path.join(iter_dir, "__%d_0.distcp" % rank), b"stand-in shard %d, optim=%s\n"
+                   % (rank, b"no" if args.no_save_optim else b"yes"))
+    write_file(os.path.join(iter_dir, ".metadata"), json.dumps({"iteration": r, "ranks": ranks}).encode())
+    write_file(os.path.join(iter_dir, "metadata.json"), json.dumps(
+        {"sharded_backend": "torch_dist", "sharded_backend_version": 1,
+         "common_backend": "torch", "common_backend_version": 1}).encode())
+    write_file(os.path.join(args.save, "latest_checkpointed_iteration.txt"), str(r).encode())
+    log("checkpointing.py:560", "  successfully saved checkpoint from iteration {:7d} to {} [ t 1/{}, p 1/{} ]".format(
+        r, args.save, args.tensor_model_parallel_size, args.pipeline_model_parallel_size), actor="train")
+    os.makedirs(os.path.join(args.save, "rollout"), exist_ok=True)
+    offset = (r + 1) * args.rollout_batch_size
+    save_torch_file({"sample_offset": offset % max(1, args.dataset_rows), "epoch_id": offset // max(1, args.dataset_rows),
+                     "sample_group_index": offset, "sample_index": offset * args.n_samples_per_prompt, "metadata": {}},
+                    os.path.join(args.save, "rollout", "global_dataset_state_dict_%d.pt" % r))
+
+
+def due(r, interval, num_rollout):
+    return interval is not None and ((r + 1) % interval == 0 or r == num_rollout - 1)
+
+
+# ---------------------------------------------------------------- main
+def main():
+    args = build_parser().parse_args()
+    validate(args)
+    pg = create_placement_group(args) if ray_wanted() else None
+    start, _state = resolve_start(args)
+    if start == 0 and args.eval_interval and not args.skip_eval_before_train:
+        log_eval(args, 0)
+    for r in range(start, args.num_rollout):
+        knobs = control()
+        begin = time.time()
+        time.sleep(knobs["step_seconds"] / 2)
+        tokens = log_rollout(args, r)
+        for i in range(args.steps_per_rollout):
+            step = r * args.steps_per_rollout + i
+            if knobs["crash_at_step"] is not None and step == knobs["crash_at_step"]:
+                raise RuntimeError("stand-in crash at step %d" % step)
+            log_step(args, r, i)
+        time.sleep(knobs["step_seconds"] / 2)
+        log_train_perf(args, r, tokens, time.time() - begin)
+        if args.save and (due(r, args.save_interval, args.num_rollout) or r == args.num_rollout - 1):
+            save(args, r)
+        if args.eval_interval and (r + 1) % args.eval_interval == 0:
+            log_eval(args, r)
+    log("train.py:105", "training finished: %d rollouts in %.1fs" % (args.num_rollout - start, time.time() - STARTED))
+    if pg is not None:
+        import ray
+        ray.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

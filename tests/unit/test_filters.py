@@ -1,0 +1,101 @@
+"""The collection's filters: run-script arrays, argv, cluster layout, container paths."""
+from __future__ import annotations
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.mtslime.posttrain.plugins.filter import slime
+from ansible_collections.mtslime.posttrain.plugins.module_utils import train_args as ta
+
+
+def test_flag_tokens_types():
+    assert ta.flag_tokens("apply-chat-template", True) == ["--apply-chat-template"]
+    assert ta.flag_tokens("use-tis", False) == []
+    assert ta.flag_tokens("use-tis", None) == []
+    assert ta.flag_tokens("--lr", "1e-6") == ["--lr", "1e-6"]
+    assert ta.flag_tokens("eps-clip", 0.0) == ["--eps-clip", "0.0"]
+    assert ta.flag_tokens("eval-prompt-data", ["aime", "/a.parquet"]) == ["--eval-prompt-data", "aime", "/a.parquet"]
+    assert ta.flag_tokens("num-rollout", 3000) == ["--num-rollout", "3000"]
+
+
+def test_overrides_replace_in_place_remove_and_append():
+    groups = {"CKPT_ARGS": {"save": "/a", "save-interval": 200}, "MISC_ARGS": {"attention-backend": "flash"}}
+    merged, located = ta.apply_overrides(groups, {"--save-interval": 3, "save": None, "new-flag": True})
+    assert merged["CKPT_ARGS"] == {"save-interval": 3}
+    assert merged["MISC_ARGS"] == {"attention-backend": "flash", "new-flag": True}
+    assert located["new-flag"] == "MISC_ARGS"
+    assert groups["CKPT_ARGS"]["save"] == "/a"  # input untouched
+
+
+def test_argv_order_is_the_guides_submit_line():
+    groups = {"MISC_ARGS": {"a": 1}, "CKPT_ARGS": {"b": 2}, "EXTRA": {"c": 3}, "ROLLOUT_ARGS": {"d": 4}}
+    argv = slime.slime_argv(groups, {"actor-num-nodes": 1}, {"swiglu": True})
+    assert argv == ["--actor-num-nodes", "1", "--swiglu", "--b", "2", "--d", "4", "--a", "1", "--c", "3"]
+
+
+def test_arg_arrays_put_model_args_first():
+    arrays = slime.slime_arg_arrays({"CKPT_ARGS": {"load": "/x"}}, {}, {"num-layers": 36})
+    assert [a["name"] for a in arrays] == ["MODEL_ARGS", "CKPT_ARGS"]
+    assert arrays[0]["tokens"] == ["--num-layers", "36"]
+
+
+def test_effective_args_drops_switched_off_flags():
+    assert slime.slime_effective_args({"A": {"x": False, "y": 1}}, {"z": True}) == {"y": 1, "z": True}
+
+
+def test_shell_lines_group_values_and_quote():
+    lines = slime.slime_shell_lines(["--a", "1", "--b", "--metadata", '{"k": "v"}', "--list", "x", "y z"])
+    assert lines == ["--a 1", "--b", "--metadata '{\"k\": \"v\"}'", "--list x 'y z'"]
+
+
+def test_unknown_flags_suggest_and_accept_passthrough():
+    found = ta.unknown_flags(["lr", "sglang-mem-fraction-static", "router-foo", "ref-laod"])
+    assert found == [("ref-laod", "ref-load")]
+    assert ta.unknown_flags(["zzz-qqq"]) == [("zzz-qqq", None)]
+
+
+class FakeHostvars(dict):
+    pass
+
+
+def _hosts(**nodes):
+    return FakeHostvars({name: dict(values, slime_gpus_per_node=values.get("slime_gpus_per_node", 8))
+                         for name, values in nodes.items()})
+
+
+def test_topology_single_nodes_and_a_cluster():
+    hv = _hosts(
+        n1={"ansible_host": "10.0.0.1"},
+        n2={"slime_cluster": "big", "slime_node_ip": "10.0.1.2"},
+        n3={"slime_cluster": "big", "ansible_default_ipv4": {"address": "10.0.1.3"}},
+        n4={"ansible_host": "node4.example", "ansible_default_ipv4": {"address": "10.0.0.4"}},
+    )
+    topo = slime.slime_topology(hv, ["n1", "n2", "n3", "n4"], {})
+    assert set(topo) == {"n1", "big", "n4"}
+    assert topo["big"]["head"] == "n2" and topo["big"]["workers"] == ["n3"] and topo["big"]["size"] == 2
+    assert topo["big"]["addresses"] == {"n2": "10.0.1.2", "n3": "10.0.1.3"}
+    assert topo["n4"]["addresses"]["n4"] == "10.0.0.4"  # a DNS name is not used as the address
+    assert topo["n1"]["gpus"] == {"n1": 8}
+
+
+def test_topology_head_follows_the_group_named_like_the_cluster():
+    hv = _hosts(a={"slime_cluster": "c"}, b={"slime_cluster": "c"})
+    topo = slime.slime_topology(hv, ["a", "b"], {"c": ["b", "a"]})
+    assert topo["c"]["head"] == "b"
+
+
+def test_topology_rejects_bad_gpu_count():
+    with pytest.raises(AnsibleFilterError, match="slime_gpus_per_node of a"):
+        slime.slime_topology(_hosts(a={"slime_gpus_per_node": "eight"}), ["a"], {})
+
+
+@pytest.mark.parametrize("path,volumes,expected", [
+    ("/data/checkpoints/x", ["/data:/data"], "/data/checkpoints/x"),
+    ("/data/checkpoints/x", ["/mnt/big:/data"], "/mnt/big/checkpoints/x"),
+    ("/data/checkpoints/x", ["/mnt/big:/data", "/nvme:/data/checkpoints:rw"], "/nvme/x"),
+    ("/data", ["/mnt/big:/data/"], "/mnt/big"),
+    ("/tmp/x", ["/data:/data"], "/tmp/x"),
+    ("/data/x", [], "/data/x"),
+])
+def test_host_path(path, volumes, expected):
+    assert slime.slime_host_path(path, volumes) == expected
