@@ -131,6 +131,11 @@ def slime_storages(hostvars, nodes):
             for storage, members in storages.items()}
 
 
+def slime_collect(hostvars, nodes, name, default=None):
+    """{node: that node's variable `name`} (default when it has none)."""
+    return {node: hostvars[node].get(name, default) for node in nodes}
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -142,4 +147,5 @@ class FilterModule:
             "slime_host_path": slime_host_path,
             "slime_topology": slime_topology,
             "slime_storages": slime_storages,
+            "slime_collect": slime_collect,
         }

@@ -39,7 +39,7 @@ try:  # the urls helpers are always there inside a module; keep the import soft 
 except ImportError:  # pragma: no cover
     open_url = None
 
-from urllib.error import HTTPError, URLError
+from urllib.error import HTTPError
 from urllib.parse import quote, urlparse
 
 ACTIVE = ("PENDING", "RUNNING")
@@ -192,8 +192,8 @@ def probe_port(host, port, timeout=3.0):
         sock.settimeout(timeout)
         sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
         data = sock.recv(64)
-        if data.startswith(b"HTTP/"):
-            result["protocol"] = "http"
+        if data.startswith(b"HTTP/") or data.lstrip()[:1] == b"<":
+            result["protocol"] = "http"  # an HTTP/1 server (an HTML error page: Python's http.server)
         elif looks_like_grpc(data):
             result["protocol"] = "grpc"
         else:
@@ -322,7 +322,8 @@ class RayClient:
                 "no answer from %s within %ss" % (self.url, self.timeout),
                 url=url,
                 method=method,
-                hint="the head may be overloaded or a firewall drops the packets. " + (port_hint_for(self.url) or PORT_HINT),
+                hint="the head may be overloaded or a firewall drops the packets. "
+                + (port_hint_for(self.url) or PORT_HINT),
                 kind="timeout",
             )
         if isinstance(inner, ConnectionRefusedError) or "refused" in text.lower():
@@ -334,7 +335,8 @@ class RayClient:
                 kind="connect",
             )
         return RayApiError(
-            "cannot reach %s: %s" % (self.url, _socket_error_text(inner) if isinstance(inner, OSError) else text or name),
+            "cannot reach %s: %s"
+            % (self.url, _socket_error_text(inner) if isinstance(inner, OSError) else text or name),
             url=url,
             method=method,
             hint=port_hint_for(self.url) or DOWN_HINT,
@@ -392,7 +394,11 @@ class RayClient:
         data = self.request("GET", "/api/jobs/")
         if not isinstance(data, list):
             raise RayApiError(
-                "GET /api/jobs/ did not return a list", url=self.url + "/api/jobs/", status=200, body=json.dumps(data)[:2000], kind="decode"
+                "GET /api/jobs/ did not return a list",
+                url=self.url + "/api/jobs/",
+                status=200,
+                body=json.dumps(data)[:2000],
+                kind="decode",
             )
         return data
 
@@ -429,7 +435,12 @@ class RayClient:
             if exc.status == 400 and not exc.hint:
                 exc.hint = "Ray rejected the request body (entrypoint, runtime_env or metadata); see the error above"
             raise
-        return {"submitted": True, "duplicate": False, "submission_id": submission_id, "job": self.get_job(submission_id)}
+        return {
+            "submitted": True,
+            "duplicate": False,
+            "submission_id": submission_id,
+            "job": self.get_job(submission_id),
+        }
 
     def stop_job(self, submission_id):
         """True when Ray stopped the job, False when it had already ended."""
@@ -444,7 +455,9 @@ class RayClient:
     # -- packages ------------------------------------------------------------
     def package_exists(self, uri):
         protocol, name = split_package_uri(uri)
-        return self.request("GET", "/api/packages/%s/%s" % (protocol, quote(name)), expect="none", ok_404=True) is not None
+        return (
+            self.request("GET", "/api/packages/%s/%s" % (protocol, quote(name)), expect="none", ok_404=True) is not None
+        )
 
     def upload_package(self, uri, data, timeout=None):
         protocol, name = split_package_uri(uri)
@@ -726,7 +739,14 @@ def build_package(directory, excludes=None, max_bytes=PKG_MAX_BYTES):
         )
     digest = hashlib.sha256(data).hexdigest()
     name = "%s%s.zip" % (PKG_PREFIX, digest[:32])
-    return {"uri": "gcs://" + name, "name": name, "data": data, "files": len(files), "sha256": digest, "directory": directory}
+    return {
+        "uri": "gcs://" + name,
+        "name": name,
+        "data": data,
+        "files": len(files),
+        "sha256": digest,
+        "directory": directory,
+    }
 
 
 def is_local_working_dir(value):

@@ -40,7 +40,12 @@ PG_WAIT = re.compile(
 )
 EXCEPTION_LINE = re.compile(r"^\s*(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Interrupt)\b:?")
 
-THROUGHPUT_KEYS = ("perf/tokens_per_gpu_per_sec", "perf/actor_train_tok_per_s", "perf/step_time", "perf/wait_time_ratio")
+THROUGHPUT_KEYS = (
+    "perf/tokens_per_gpu_per_sec",
+    "perf/actor_train_tok_per_s",
+    "perf/step_time",
+    "perf/wait_time_ratio",
+)
 # Lines matched by logscan's patterns that are harmless in slime runs.
 IGNORE = (
     re.compile(r"^Exception ignored in"),
@@ -185,7 +190,12 @@ def _compiled(patterns):
 
 
 _HINT_RULES = tuple(
-    dict(entry, _error=_compiled(entry["error"]), _near=_compiled(entry.get("near", ())), _near_error=_compiled(entry.get("near_error", ())))
+    dict(
+        entry,
+        _error=_compiled(entry["error"]),
+        _near=_compiled(entry.get("near", ())),
+        _near_error=_compiled(entry.get("near_error", ())),
+    )
     for entry in HINTS
 )
 
@@ -209,7 +219,15 @@ class _Unsupported(ValueError):
     pass
 
 
-_NAMES = {"nan": float("nan"), "NaN": float("nan"), "inf": float("inf"), "Infinity": float("inf"), "True": True, "False": False, "None": None}
+_NAMES = {
+    "nan": float("nan"),
+    "NaN": float("nan"),
+    "inf": float("inf"),
+    "Infinity": float("inf"),
+    "True": True,
+    "False": False,
+    "None": None,
+}
 
 
 def _eval(node):
@@ -302,7 +320,11 @@ def classify(found):
     for rule in _HINT_RULES:
         if any(p.search(error_text) for p in rule["_error"]):
             return rule["kind"], rule["faq"], rule["hint"]
-        if rule["_near"] and any(p.search(before_text) for p in rule["_near"]) and any(p.search(error_text) for p in rule["_near_error"]):
+        if (
+            rule["_near"]
+            and any(p.search(before_text) for p in rule["_near"])
+            and any(p.search(error_text) for p in rule["_near_error"])
+        ):
             return rule["kind"], rule["faq"], rule["hint"]
     return "error", None, None
 
@@ -373,7 +395,11 @@ class Summary:
                 return
             loaded = LOADED.search(message)
             if loaded:
-                self.loaded_checkpoint = {"iteration": int(loaded.group("it")), "path": loaded.group("path"), "lineno": lineno}
+                self.loaded_checkpoint = {
+                    "iteration": int(loaded.group("it")),
+                    "path": loaded.group("path"),
+                    "lineno": lineno,
+                }
                 return
         if "placement group" in message:
             wait = PG_WAIT.search(message)
@@ -455,10 +481,15 @@ def progress_line(result):
         best = sorted(result["pass_at_k"].items(), key=lambda kv: int(re.sub(r"\D", "", kv[0]) or 0))[-1]
         parts.append("%s %s" % (best[0], _fmt(best[1])))
     scores = {
-        k: v for k, v in result["eval"].items() if re.match(r"^eval/[^/]+$", k) and not re.search(r"-(?:pass@\d+|truncated_ratio)$", k)
+        k: v
+        for k, v in result["eval"].items()
+        if re.match(r"^eval/[^/]+$", k) and not re.search(r"-(?:pass@\d+|truncated_ratio)$", k)
     }
     if scores:
-        parts.append("eval %s @ rollout %s" % (", ".join("%s %s" % (k[5:], _fmt(v)) for k, v in sorted(scores.items())), result["eval_rollout"]))
+        parts.append(
+            "eval %s @ rollout %s"
+            % (", ".join("%s %s" % (k[5:], _fmt(v)) for k, v in sorted(scores.items())), result["eval_rollout"])
+        )
     if "perf/tokens_per_gpu_per_sec" in result["throughput"]:
         parts.append("%s tok/s/GPU" % _fmt(result["throughput"]["perf/tokens_per_gpu_per_sec"]))
     if result["last_checkpoint"] is not None:

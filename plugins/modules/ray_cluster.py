@@ -211,7 +211,9 @@ def probe(client, gcs_host, gcs_port, expected_nodes, expected_gpus, request_tim
         result["errors"]["gcs"] = "%s:%d: %s" % (gcs_host, gcs_port, gcs["error"])
     elif gcs["protocol"] == "http":
         result["errors"]["gcs"] = "%s:%d answers HTTP/1: that is a dashboard port, not the GCS" % (gcs_host, gcs_port)
-        result["hints"].append("gcs_address %s:%d answers HTTP/1: it is a dashboard port, not the GCS." % (gcs_host, gcs_port))
+        result["hints"].append(
+            "gcs_address %s:%d answers HTTP/1: it is a dashboard port, not the GCS." % (gcs_host, gcs_port)
+        )
     else:
         result["gcs_ok"] = True
 
@@ -221,7 +223,9 @@ def probe(client, gcs_host, gcs_port, expected_nodes, expected_gpus, request_tim
         healthy = client.gcs_healthz()
         result["dashboard_ok"] = bool(healthy)
         if not healthy:
-            result["errors"]["dashboard"] = "%s/api/gcs_healthz did not say 'success': the dashboard cannot reach the GCS" % client.url
+            result["errors"]["dashboard"] = (
+                "%s/api/gcs_healthz did not say 'success': the dashboard cannot reach the GCS" % client.url
+            )
         result["nodes"] = [
             {
                 "node_id": node["node_id"],
@@ -352,9 +356,10 @@ def main():
     deadline = start + params["timeout"]
     while True:
         result = probe(client, gcs_host, gcs_port, expected_nodes, params["expected_gpus"], params["request_timeout"])
-        if result["ready"] or params["timeout"] == 0 or time.time() + params["interval"] > deadline:
+        remaining = deadline - time.time()
+        if result["ready"] or params["timeout"] == 0 or remaining <= 0:
             break
-        time.sleep(params["interval"])
+        time.sleep(min(params["interval"], remaining))
     result["dashboard_url"] = dashboard_url
     result["head"] = head_of(result, gcs_host, gcs_port, dashboard_url)
     result["progress"] = progress_line(result, expected_nodes, params["expected_gpus"])
@@ -381,7 +386,15 @@ def main():
             msg = (
                 "ray_cluster: after %ds the cluster at %s is incomplete: %s. Start Ray on the missing nodes with "
                 "`ray start --address=%s:%d` and check that Ray sees their GPUs (`ray status --address=%s:%d`)."
-                % (params["timeout"], dashboard_url, "; ".join(missing), result["head"]["ip"], gcs_port, result["head"]["ip"], gcs_port)
+                % (
+                    params["timeout"],
+                    dashboard_url,
+                    "; ".join(missing),
+                    result["head"]["ip"],
+                    gcs_port,
+                    result["head"]["ip"],
+                    gcs_port,
+                )
             )
         if result["hints"]:
             msg += " Hint: " + " ".join(result["hints"])

@@ -320,13 +320,17 @@ import json
 import os
 import re
 import shlex
-import signal
 import subprocess
 import sys
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.mtslime.posttrain.plugins.module_utils.common import atomic_write, read_text, sha256_text, text_diff
+from ansible_collections.mtslime.posttrain.plugins.module_utils.common import (
+    atomic_write,
+    read_text,
+    sha256_text,
+    text_diff,
+)
 from ansible_collections.mtslime.posttrain.plugins.module_utils.ray_api import (
     ACTIVE,
     TERMINAL,
@@ -347,7 +351,7 @@ FOLLOWER_NAME = "mtslime-log-follower"
 # The guide's pipeline, with the values as positional parameters so nothing needs quoting.
 RAY_FOLLOWER_SH = '"$1" job logs "$2" -f 2>&1 | "$3" -u -E \'s/\\x1B\\[[0-9;?]*[ -/]*[@-~]//g\' > "$4"'
 
-FOLLOWER_SCRIPT = r'''#!/usr/bin/env python3
+FOLLOWER_SCRIPT = r"""#!/usr/bin/env python3
 # mtslime.posttrain log follower: copies a Ray job's log into a file, ANSI codes removed.
 # Written by mtslime.posttrain.ray_job when the `ray` CLI is not on PATH; it polls
 # GET <dashboard>/api/jobs/<id>/logs and appends what is new, and ends when the job ends.
@@ -409,7 +413,7 @@ def main():
 
 if __name__ == "__main__":
     sys.exit(main())
-'''
+"""
 
 
 # -- small helpers ---------------------------------------------------------------
@@ -568,7 +572,9 @@ def plan_resume(resume, entrypoint):
     if not resume:
         return entrypoint, None, None
     if inspect_checkpoint is None:
-        raise ResumeRefused("resume needs module_utils/mcore.py (inspect_checkpoint), which is missing from the collection")
+        raise ResumeRefused(
+            "resume needs module_utils/mcore.py (inspect_checkpoint), which is missing from the collection"
+        )
     save_dir = os.path.abspath(os.path.expanduser(resume["save_dir"]))
     found = inspect_checkpoint(save_dir, expect="training")
     info = {
@@ -589,7 +595,11 @@ def plan_resume(resume, entrypoint):
         return set_flag(entrypoint, info["load_flag"], save_dir), info, None
     if found.get("state") == "absent" or code == "empty_dir":
         return entrypoint, info, None
-    if found.get("latest_complete_iteration") is None and code in ("no_tracker", "missing_metadata_json", "tracker_points_to_missing_iter"):
+    if found.get("latest_complete_iteration") is None and code in (
+        "no_tracker",
+        "missing_metadata_json",
+        "tracker_points_to_missing_iter",
+    ):
         warning = (
             "resume.save_dir %s holds no complete checkpoint (%s); the job starts from the checkpoint in its entrypoint "
             "and Megatron overwrites the incomplete iteration when it saves again" % (save_dir, found.get("message"))
@@ -600,7 +610,11 @@ def plan_resume(resume, entrypoint):
         "(%s) into %s/latest_checkpointed_iteration.txt, or move %s aside to start over, then rerun."
         % (
             found.get("message"),
-            found.get("latest_complete_iteration") if found.get("latest_complete_iteration") is not None else "a complete one",
+            (
+                found.get("latest_complete_iteration")
+                if found.get("latest_complete_iteration") is not None
+                else "a complete one"
+            ),
             save_dir,
             save_dir,
         )
@@ -698,7 +712,9 @@ class Follower:
         out = {"changed": False, "actions": [], "pid": None, "kind": None, "what": "none", "moved_to": None}
         link = self.link_state(sid)
         if link == "dir":
-            raise ValueError("log_file %s is a directory; give the path of the log file (e.g. .../logs/qwen3-8B.log)" % self.log_file)
+            raise ValueError(
+                "log_file %s is a directory; give the path of the log file (e.g. .../logs/qwen3-8B.log)" % self.log_file
+            )
         pid, kind = self.current(sid)
         out["pid"], out["kind"] = pid, kind
         if not active:
@@ -709,12 +725,14 @@ class Follower:
             out["changed"] = True
             if link == "file":
                 out["actions"].append(
-                    "%s %s aside (a regular file, probably written by the run script)" % ("would move" if check_mode else "moved", self.log_file)
+                    "%s %s aside (a regular file, probably written by the run script)"
+                    % ("would move" if check_mode else "moved", self.log_file)
                 )
                 if not check_mode:
                     out["moved_to"] = move_aside(self.log_file, "previous")
             out["actions"].append(
-                "%s %s -> %s" % ("would link" if check_mode else "linked", self.log_file, os.path.basename(self.attempt_file(sid)))
+                "%s %s -> %s"
+                % ("would link" if check_mode else "linked", self.log_file, os.path.basename(self.attempt_file(sid)))
             )
             if not check_mode:
                 os.makedirs(self.log_dir, exist_ok=True)
@@ -726,33 +744,26 @@ class Follower:
         if pid:
             out["what"] = "kept"
             return out
-        old_pid, old_sid, _old_kind = self.record()
+        _old_pid, old_sid, _old_kind = self.record()
         restart = old_sid == sid
         out["changed"] = True
         out["what"] = "restarted" if restart else "started"
-        verb = ("would restart" if restart else "would start") if check_mode else ("restarted" if restart else "started")
+        verb = (
+            ("would restart" if restart else "would start") if check_mode else ("restarted" if restart else "started")
+        )
         kind, ray_bin, sed_bin = self.kind()
         out["kind"] = kind
         if check_mode:
             out["actions"].append("%s the %s log follower of %s into %s" % (verb, kind, sid, self.attempt_file(sid)))
             return out
-        if old_pid and old_sid and old_sid != sid and self.alive(old_pid, old_sid):
-            self.stop(old_pid)
-            out["actions"].append("stopped the log follower of %s (pid %d)" % (old_sid, old_pid))
+        # A follower of an earlier submission is left alone: it writes only its own attempt's
+        # file and ends with its job (killing it could cut the last lines of that log).
         os.makedirs(self.log_dir, exist_ok=True)
         out["pid"] = self.spawn(sid, kind, ray_bin, sed_bin)
-        out["actions"].append("%s the %s log follower of %s into %s (pid %d)" % (verb, kind, sid, self.attempt_file(sid), out["pid"]))
+        out["actions"].append(
+            "%s the %s log follower of %s into %s (pid %d)" % (verb, kind, sid, self.attempt_file(sid), out["pid"])
+        )
         return out
-
-    @staticmethod
-    def stop(pid):
-        try:
-            os.killpg(pid, signal.SIGTERM)
-        except OSError:
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except OSError:
-                pass
 
     def spawn(self, sid, kind, ray_bin=None, sed_bin=None):
         env = dict(os.environ)
@@ -799,6 +810,7 @@ class Run:
         self.diffs = []
         self.changed = False
         self.result = {}
+        self.updated = {}  # submission id -> the newest details seen of a job of the experiment
 
     def fail(self, msg, **extra):
         result = dict(self.result)
@@ -814,6 +826,8 @@ class Run:
     def report_job(self, job):
         if job is None:
             return
+        if job.get("submission_id") and job.get("status") in ACTIVE + TERMINAL:
+            self.updated[job["submission_id"]] = job
         self.result.update(
             submission_id=job.get("submission_id"),
             attempt=job.get("_attempt"),
@@ -887,7 +901,9 @@ def validate(run):
         if not os.path.isabs(os.path.expanduser(item["path"])):
             problems.append("files[%d]: path %s is relative; give an absolute path" % (index, item["path"]))
     if params["manifest"] is not None and not params["manifest_dir"] and not params["files"]:
-        problems.append("manifest is set but there is neither manifest_dir nor files to put manifests/ next to; set manifest_dir")
+        problems.append(
+            "manifest is set but there is neither manifest_dir nor files to put manifests/ next to; set manifest_dir"
+        )
     if problems:
         run.fail("; ".join(problems))
     return url
@@ -897,7 +913,9 @@ def manifest_dir_of(params):
     if params["manifest_dir"]:
         return os.path.abspath(os.path.expanduser(params["manifest_dir"]))
     if params["files"]:
-        return os.path.join(os.path.dirname(os.path.abspath(os.path.expanduser(params["files"][0]["path"]))), "manifests")
+        return os.path.join(
+            os.path.dirname(os.path.abspath(os.path.expanduser(params["files"][0]["path"]))), "manifests"
+        )
     return None
 
 
@@ -915,7 +933,9 @@ def do_files(run, allow_write):
         what = "content" if plan["content_changed"] else ""
         if plan["mode_changed"]:
             what = (what + " and " if what else "") + "mode %04o" % plan["mode"]
-        run.actions.append("%s %s (%s)" % ("would write" if run.check or not allow_write else "wrote", plan["path"], what))
+        run.actions.append(
+            "%s %s (%s)" % ("would write" if run.check or not allow_write else "wrote", plan["path"], what)
+        )
     if allow_write and not run.check:
         try:
             apply_files(plans)
@@ -957,7 +977,8 @@ def state_running(run, client, url, jobs, follower):
         if len(active) > 1:
             run.warn(
                 "experiment %s has %d active jobs: %s; only one should run (stop the extra ones with state=stopped or "
-                "`ray job stop <id>`)" % (params["experiment"], len(active), ", ".join(j["submission_id"] for j in active))
+                "`ray job stop <id>`)"
+                % (params["experiment"], len(active), ", ".join(j["submission_id"] for j in active))
             )
         if run.result.get("files_changed"):
             note = "%s changed while %s is %s: %s" % (
@@ -969,7 +990,10 @@ def state_running(run, client, url, jobs, follower):
             run.actions.append(note)
             run.warn(note)
         if jobs.foreign_active:
-            run.warn("other jobs run train.py on this cluster: %s" % "; ".join(foreign_description(j) for j in jobs.foreign_active))
+            run.warn(
+                "other jobs run train.py on this cluster: %s"
+                % "; ".join(foreign_description(j) for j in jobs.foreign_active)
+            )
         run.result["message"] = run.result.get("message") or "running"
         follower_step(run, follower, job)
         return
@@ -1024,7 +1048,11 @@ def submit(run, client, url, jobs, follower, latest):
     )
     if resume_info is not None:
         run.result["resume"] = resume_info
-    how = "resuming from iteration %d of %s" % (resumed, resume_info["save_dir"]) if resumed is not None else "from the checkpoint in its entrypoint"
+    how = (
+        "resuming from iteration %d of %s" % (resumed, resume_info["save_dir"])
+        if resumed is not None
+        else "from the checkpoint in its entrypoint"
+    )
     before = "experiment %s: %s\n" % (
         params["experiment"],
         "latest job %s %s" % (latest["submission_id"], latest.get("status")) if latest else "no job",
@@ -1037,7 +1065,11 @@ def submit(run, client, url, jobs, follower, latest):
     working_dir = (runtime_env or {}).get("working_dir")
     local_dir = None
     if is_local_working_dir(working_dir):
-        base = os.path.dirname(os.path.abspath(os.path.expanduser(params["files"][0]["path"]))) if params["files"] else os.getcwd()
+        base = (
+            os.path.dirname(os.path.abspath(os.path.expanduser(params["files"][0]["path"])))
+            if params["files"]
+            else os.getcwd()
+        )
         local_dir = os.path.abspath(os.path.join(base, os.path.expanduser(working_dir)))
         if not os.path.isdir(local_dir):
             run.fail("runtime_env.working_dir %s is not a directory on this node (%s)" % (working_dir, local_dir))
@@ -1068,7 +1100,13 @@ def submit(run, client, url, jobs, follower, latest):
         run.result["working_dir_package"] = package
         run.actions.append(
             "%s working_dir %s as %s (%d files, %d bytes)"
-            % ("uploaded" if package["uploaded"] else "reused", local_dir, package["uri"], package["files"], package["bytes"])
+            % (
+                "uploaded" if package["uploaded"] else "reused",
+                local_dir,
+                package["uri"],
+                package["files"],
+                package["bytes"],
+            )
         )
 
     metadata = {str(k): str(v) for k, v in (params["metadata"] or {}).items()}
@@ -1128,7 +1166,8 @@ def submit(run, client, url, jobs, follower, latest):
             return
         run.fail(
             "submission id %s already exists on %s (status %s) although the job list did not show it: another run is "
-            "submitting for experiment %s at the same time; rerun the task" % (sid, url, existing.get("status"), params["experiment"])
+            "submitting for experiment %s at the same time; rerun the task"
+            % (sid, url, existing.get("status"), params["experiment"])
         )
     run.actions.append("submitted %s (attempt %d) %s" % (sid, attempt, how))
     run.report_job(job)
@@ -1205,6 +1244,7 @@ def state_stopped(run, client, url, jobs):
         )
     for sid, job in final.items():
         run.actions.append("%s is %s" % (sid, job.get("status")))
+        run.updated[sid] = job
     run.report_job(final[active[-1]["submission_id"]])
     run.result["message"] = "stopped %s" % ", ".join(final)
 
@@ -1241,7 +1281,11 @@ def main():
         jobs = Jobs(client.list_jobs(), params["experiment"])
     except RayApiError as exc:
         run.fail("cannot list the jobs at %s: %s" % (url, exc), error=exc.to_dict())
-    follower = Follower(module, params["log_file"], url, params["log_follower"], params["follow_interval"]) if params["log_file"] else None
+    follower = (
+        Follower(module, params["log_file"], url, params["log_follower"], params["follow_interval"])
+        if params["log_file"]
+        else None
+    )
 
     if params["state"] == "status":
         latest = jobs.latest
@@ -1260,16 +1304,8 @@ def main():
 
     # the experiment's jobs after the task
     listed = {job["submission_id"]: job for job in jobs.ours}
-    reported = run.result.get("submission_id")
-    if reported and run.result.get("status") and run.result["status"] != "WOULD_SUBMIT":
-        entry = listed.get(reported, {"submission_id": reported, "_attempt": run.result.get("attempt")})
-        listed[reported] = dict(
-            entry,
-            status=run.result["status"],
-            start_time=run.result.get("start_time_ms"),
-            end_time=run.result.get("end_time_ms"),
-            driver_exit_code=run.result.get("driver_exit_code"),
-        )
+    for sid, job in run.updated.items():
+        listed[sid] = dict(job, _attempt=job.get("_attempt", (listed.get(sid) or {}).get("_attempt")))
     ordered = sorted(listed.values(), key=lambda j: (j.get("start_time") or float("inf"), j.get("_attempt") or 0))
     run.result["jobs"] = [job_summary(job) for job in ordered]
     run.result["active"] = [job["submission_id"] for job in ordered if job.get("status") in ACTIVE]

@@ -235,13 +235,20 @@ def main():
         if os.path.isdir(path):
             module.fail_json(msg="train_progress: log_file %s is a directory; give the log file's path" % path)
         try:
-            result = summarize_file(path, max_bytes=params["max_bytes"], tail_lines=params["tail_lines"], context_lines=params["context_lines"])
+            result = summarize_file(
+                path,
+                max_bytes=params["max_bytes"],
+                tail_lines=params["tail_lines"],
+                context_lines=params["context_lines"],
+            )
         except OSError as exc:
             module.fail_json(msg="train_progress: cannot read log_file %s: %s" % (path, exc.strerror or exc))
         result["source"] = path
     else:
         try:
-            client = RayClient(normalize_url(params["dashboard_url"]), timeout=params["request_timeout"], use_proxy=params["use_proxy"])
+            client = RayClient(
+                normalize_url(params["dashboard_url"]), timeout=params["request_timeout"], use_proxy=params["use_proxy"]
+            )
         except ValueError as exc:
             module.fail_json(msg="train_progress: dashboard_url: %s" % exc)
         sid = params["submission_id"]
@@ -255,7 +262,9 @@ def main():
             text = client.job_logs(sid)
         except RayApiError as exc:
             module.fail_json(msg="train_progress: reading the log of %s failed: %s" % (sid, exc), error=exc.to_dict())
-        result = summarize_text(text, max_bytes=params["max_bytes"], tail_lines=params["tail_lines"], context_lines=params["context_lines"])
+        result = summarize_text(
+            text, max_bytes=params["max_bytes"], tail_lines=params["tail_lines"], context_lines=params["context_lines"]
+        )
         result["source"] = "%s/api/jobs/%s/logs" % (client.url, sid)
         result["job_status"] = job.get("status")
     result["changed"] = False

@@ -6,6 +6,7 @@ http.server on 127.0.0.1 shaped from the responses recorded on a real Ray 2.60.0
 every error, 404 for unknown ids, 500 "already exists" for a submission id posted twice,
 PENDING -> RUNNING -> SUCCEEDED / FAILED / STOPPED, the logs, package and node endpoints.
 FakeGcs answers like the GCS port: an HTTP/2 SETTINGS frame (recorded bytes)."""
+
 from __future__ import annotations
 
 import copy
@@ -133,7 +134,7 @@ class FakeRay:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()
 
     @property
@@ -149,7 +150,17 @@ class FakeRay:
         self._clock += 1000
         return self._clock
 
-    def add_job(self, sid, status="RUNNING", metadata=None, entrypoint="python3 train.py --load /data/LLMs/MCORE/Qwen3-8B_slime", runtime_env=None, start_time=None, exit_code=None, type_="SUBMISSION"):
+    def add_job(
+        self,
+        sid,
+        status="RUNNING",
+        metadata=None,
+        entrypoint="python3 train.py --load /data/LLMs/MCORE/Qwen3-8B_slime",
+        runtime_env=None,
+        start_time=None,
+        exit_code=None,
+        type_="SUBMISSION",
+    ):
         job = copy.deepcopy(JOB_TEMPLATE)
         job.update(
             type=type_,
@@ -173,9 +184,12 @@ class FakeRay:
         job["status"] = status
         if status == "FAILED":
             code = 1 if exit_code is None else exit_code
-            job["message"] = "Job entrypoint command failed with exit code %d, last available logs (truncated to 20,000 chars):\n%s" % (
-                code,
-                self.logs.get(sid, "")[-200:],
+            job["message"] = (
+                "Job entrypoint command failed with exit code %d, last available logs (truncated to 20,000 chars):\n%s"
+                % (
+                    code,
+                    self.logs.get(sid, "")[-200:],
+                )
             )
             job["error_type"] = "JOB_ENTRYPOINT_COMMAND_ERROR"
             job["driver_exit_code"] = code
@@ -300,7 +314,7 @@ class FakeGcs:
 
         self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()
 
     @property
@@ -420,18 +434,32 @@ def test_get_job_is_none_on_404(fake):
 
 def test_submit_gets_first_and_posts_once(fake):
     client = RayClient(fake.url)
-    first = client.submit_job("python3 train.py", "exp-attempt-1", runtime_env={"env_vars": {"A": "1"}}, metadata={"n": 1})
+    first = client.submit_job(
+        "python3 train.py", "exp-attempt-1", runtime_env={"env_vars": {"A": "1"}}, metadata={"n": 1}
+    )
     assert first["submitted"] and not first["duplicate"] and first["job"]["status"] == "PENDING"
     assert fake.jobs["exp-attempt-1"]["metadata"] == {"n": "1"}
     second = client.submit_job("python3 train.py", "exp-attempt-1")
-    assert second == {"submitted": False, "duplicate": True, "submission_id": "exp-attempt-1", "job": fake.jobs["exp-attempt-1"]}
+    assert second == {
+        "submitted": False,
+        "duplicate": True,
+        "submission_id": "exp-attempt-1",
+        "job": fake.jobs["exp-attempt-1"],
+    }
     assert len(fake.submitted()) == 1
 
 
 def test_a_500_already_exists_is_a_duplicate_not_a_retry(fake, monkeypatch):
     client = RayClient(fake.url)
     fake.add_job("exp-attempt-1", "RUNNING")
-    monkeypatch.setattr(client, "get_job", lambda sid, _calls=[]: None if not _calls.append(1) and len(_calls) == 1 else fake.jobs[sid])
+    real_get = client.get_job
+    calls = []
+
+    def get_job(sid):  # the job appears between the GET and the POST (a concurrent submitter)
+        calls.append(sid)
+        return None if len(calls) == 1 else real_get(sid)
+
+    monkeypatch.setattr(client, "get_job", get_job)
     answer = client.submit_job("python3 train.py", "exp-attempt-1")
     assert answer["duplicate"] and not answer["submitted"] and answer["job"]["status"] == "RUNNING"
     assert len(fake.submitted()) == 1  # one POST, answered 500, not retried
@@ -533,7 +561,9 @@ def test_build_package_is_deterministic_and_keeps_modes(tmp_path):
     first = build_package(str(tmp_path), excludes=["*.ckpt"])
     os.utime(tmp_path / "train.py", (1, 1))
     second = build_package(str(tmp_path), excludes=["*.ckpt"])
-    assert first["uri"] == second["uri"] and first["uri"].startswith("gcs://_ray_pkg_") and first["uri"].endswith(".zip")
+    assert (
+        first["uri"] == second["uri"] and first["uri"].startswith("gcs://_ray_pkg_") and first["uri"].endswith(".zip")
+    )
     archive = zipfile.ZipFile(io.BytesIO(first["data"]))
     names = archive.namelist()
     assert "run.sh" in names and "empty/" in names and not any(n.startswith(".git/") for n in names)
@@ -565,3 +595,18 @@ def test_split_package_uri():
     assert ray_api.split_package_uri("gcs://_ray_pkg_ab.zip") == ("gcs", "_ray_pkg_ab.zip")
     with pytest.raises(ValueError):
         ray_api.split_package_uri("/tmp/x.zip")
+
+
+def test_fake_state_machine_follows_ray():
+    """PENDING -> RUNNING on its own (as Ray does about a second after the submission), then the test ends it."""
+    server = FakeRay(start_after=1)
+    try:
+        client = RayClient(server.url)
+        assert client.submit_job("python3 train.py", "exp-attempt-1")["job"]["status"] == "PENDING"
+        assert [client.get_job("exp-attempt-1")["status"] for _ in range(2)] == ["RUNNING", "RUNNING"]
+        server.set_status("exp-attempt-1", "FAILED", exit_code=3)
+        failed = client.get_job("exp-attempt-1")
+        assert failed["status"] == "FAILED" and failed["driver_exit_code"] == 3 and failed["end_time"]
+        assert failed["error_type"] == "JOB_ENTRYPOINT_COMMAND_ERROR"
+    finally:
+        server.close()

@@ -35,17 +35,21 @@ rm -rf "$work/rootfs"
 t2=$(date +%s)
 echo "node-base: docker import $((t2 - t1)) s" >&2
 
-# Only the build container gets the host network and CA bundle (pip needs them here);
-# neither ends up in the image.
+# Only the build container gets the host network, CA bundle and proxy/index settings (pip needs
+# them here). They come from a mounted file, not `docker run -e`, so `docker commit` keeps none.
+{
+    echo "export PIP_CERT=/etc/ssl/certs/ca-certificates.crt REQUESTS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt"
+    echo "export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_DEFAULT_TIMEOUT=180"
+    for var in PIP_INDEX_URL PIP_EXTRA_INDEX_URL HTTP_PROXY HTTPS_PROXY NO_PROXY http_proxy https_proxy no_proxy; do
+        if [ -n "${!var:-}" ]; then printf 'export %s=%q\n' "$var" "${!var}"; fi
+    done
+} >"$work/build.env"
 docker run --name "$cname" --network host \
-    -v "$ca:/etc/ssl/certs/ca-certificates.crt:ro" \
-    -e PIP_CERT=/etc/ssl/certs/ca-certificates.crt -e REQUESTS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt \
-    -e PIP_INDEX_URL -e PIP_EXTRA_INDEX_URL -e HTTP_PROXY -e HTTPS_PROXY -e NO_PROXY \
-    -e PIP_DISABLE_PIP_VERSION_CHECK=1 -e PIP_DEFAULT_TIMEOUT=180 \
+    -v "$ca:/etc/ssl/certs/ca-certificates.crt:ro" -v "$work/build.env:/run/build.env:ro" \
     -v "$here:/build:ro" "$stage" /bin/sh -ec '
+        . /run/build.env
         python3 -m venv /opt/venv
         /opt/venv/bin/pip install --no-cache-dir --quiet -r /build/requirements.txt -c /build/constraints.txt
-        find /opt/venv -name "__pycache__" -path "*/tests/*" -prune -exec rm -rf {} + 2>/dev/null || true
         rm -rf /root/.cache
     ' >"$work/pip.log" 2>&1 || { tail -n 30 "$work/pip.log" >&2; exit 1; }
 t3=$(date +%s)
