@@ -131,6 +131,35 @@ def slime_storages(hostvars, nodes):
             for storage, members in storages.items()}
 
 
+def slime_save_dir_clashes(hostvars, topology):
+    """{cluster: message} for clusters whose heads would write the same save dir on the
+    same storage: two trainings would overwrite each other's checkpoints."""
+    writers = {}
+    for cluster in topology.values():
+        head = hostvars[cluster["head"]]
+        key = (str(head.get("slime_storage") or cluster["head"]), str(head.get("slime_save_dir")))
+        writers.setdefault(key, []).append(cluster["name"])
+    clashes = {}
+    for (storage, save_dir), clusters in writers.items():
+        if len(clusters) < 2:
+            continue
+        for name in clusters:
+            clashes[name] = (
+                "clusters %s all save checkpoints to %s on storage %s and would overwrite each other's. Fix: give "
+                "each cluster its own slime_save_dir (for example /data/checkpoints/{{ slime_experiment }} with a "
+                "slime_experiment per cluster)." % (", ".join(sorted(clusters)), save_dir, storage))
+    return clashes
+
+
+def slime_writer(hostvars, storage, name, value):
+    """The node that writes `value` (a path held in variable `name`) on a storage: the
+    first of the storage's nodes whose `name` is `value`. The others only check it."""
+    for node in storage["nodes"]:
+        if hostvars[node].get(name) == value:
+            return node
+    return storage["leader"]
+
+
 def slime_collect(hostvars, nodes, name, default=None):
     """{node: that node's variable `name`} (default when it has none)."""
     return {node: hostvars[node].get(name, default) for node in nodes}
@@ -148,4 +177,6 @@ class FilterModule:
             "slime_topology": slime_topology,
             "slime_storages": slime_storages,
             "slime_collect": slime_collect,
+            "slime_writer": slime_writer,
+            "slime_save_dir_clashes": slime_save_dir_clashes,
         }

@@ -40,23 +40,35 @@ def last_line(path, max_bytes=65536):
     return None
 
 
-def first_error(lines, context=5):
+def first_error(lines, context=5, traceback_limit=300):
     """First line matching ERROR_PATTERNS in an iterable of lines.
 
-    Returns {"lineno", "line", "context"} (context = the lines after it) or None."""
+    Returns {"lineno", "line", "context", "exception"} or None: `context` are the lines
+    after it; when the line starts a Python traceback, `exception` is the line that ends
+    it (for example "RuntimeError: ..."), which says what went wrong."""
     found = None
     after = []
     for number, raw in enumerate(lines, start=1):
         line = strip_ansi(raw.rstrip("\n"))
         if found is not None:
-            if len(after) >= context:
+            if len(after) < context:
+                after.append(line)
+            if found["exception"] is None and found["in_traceback"]:
+                if number - found["lineno"] > traceback_limit:
+                    found["in_traceback"] = False
+                elif line and not line[0].isspace() and not line.startswith(("Traceback", "During handling")):
+                    found["exception"] = line.strip()
+                    found["in_traceback"] = False
+            if len(after) >= context and not found["in_traceback"]:
                 break
-            after.append(line)
             continue
         if any(pattern.search(line) for pattern in ERROR_PATTERNS):
-            found = {"lineno": number, "line": line.strip()}
+            traceback = line.lstrip().startswith("Traceback")
+            found = {"lineno": number, "line": line.strip(), "exception": None if traceback else line.strip(),
+                     "in_traceback": traceback}
     if found is None:
         return None
+    found.pop("in_traceback")
     found["context"] = after
     return found
 

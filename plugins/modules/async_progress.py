@@ -84,8 +84,8 @@ job_failed:
   description: The task ended and failed (non-zero rc or a module failure).
   returned: always
   type: bool
-rc:
-  description: Return code of the finished task, when it had one.
+job_rc:
+  description: Return code of the finished task, when it had one (not C(rc), which would make this task fail).
   returned: when finished
   type: int
 result:
@@ -93,7 +93,9 @@ result:
   returned: when finished
   type: dict
 first_error:
-  description: First error line of O(log_file) with its line number and the lines after it.
+  description:
+    - First error line of O(log_file) with its line number and the lines after it; for a Python traceback,
+      C(exception) is the line that ends it.
   returned: when the task failed and O(log_file) is set
   type: dict
 """
@@ -192,7 +194,7 @@ def main():
         job_result = {k: v for k, v in status.items() if k not in ("invocation",)}
         result["result"] = job_result
         if "rc" in status:
-            result["rc"] = status["rc"]
+            result["job_rc"] = status["rc"]
         result["job_failed"] = bool(status.get("failed")) or status.get("rc", 0) != 0
         if result["job_failed"] and params["log_file"]:
             error = first_error_in_file(params["log_file"])

@@ -109,6 +109,11 @@ options:
     description: Directory of the manifests. Default C(manifests/) next to the first file of O(files); without
       either, no manifest is written.
     type: path
+  manifest_commands:
+    description:
+      - "Shell commands run on the node at each submission only, C({name: command}); their output goes into the
+        manifest under C(found), for example the versions of slime, Megatron, SGLang and torch as installed."
+    type: dict
   log_file:
     description: The log path people read (the guide's C(.../logs/qwen3-8B.log)); becomes a link to the current attempt's log.
     type: path
@@ -286,6 +291,10 @@ log_file:
   description: O(log_file), when set.
   returned: always
   type: str
+metadata:
+  description: The reported job's metadata (C(mtslime_experiment), C(mtslime_attempt), C(mtslime_manifest), ...).
+  returned: when a job is reported
+  type: dict
 attempt_log:
   description: The log file of the reported attempt (the target of the O(log_file) link).
   returned: always
@@ -839,7 +848,11 @@ class Run:
             end_time_ms=job.get("end_time"),
             driver_exit_code=job.get("driver_exit_code"),
             entrypoint=job.get("entrypoint"),
+            metadata=job.get("metadata") or {},
         )
+        manifest = (job.get("metadata") or {}).get("mtslime_manifest")
+        if manifest and not self.result.get("manifest_file"):
+            self.result["manifest_file"] = manifest
 
 
 def build_module():
@@ -866,6 +879,7 @@ def build_module():
             ),
             manifest=dict(type="dict"),
             manifest_dir=dict(type="path"),
+            manifest_commands=dict(type="dict"),
             log_file=dict(type="path"),
             log_follower=dict(type="str", choices=["auto", "ray", "python", "none"], default="auto"),
             follow_interval=dict(type="int", default=5),
@@ -1024,9 +1038,39 @@ def state_running(run, client, url, jobs, follower):
     submit(run, client, url, jobs, follower, latest)
 
 
+def local_max_attempt(experiment, directories):
+    """Highest attempt number recorded on this node (manifests, per-attempt logs): Ray forgets
+    its jobs when the head restarts, and a reused id would overwrite an attempt's files."""
+    pattern = re.compile(r"(?:^|\.)%s-attempt-(\d+)\.(?:json|log)$" % re.escape(experiment))
+    highest = 0
+    for directory in directories:
+        try:
+            names = os.listdir(directory)
+        except OSError:
+            continue
+        for name in names:
+            match = pattern.search(name)
+            if match:
+                highest = max(highest, int(match.group(1)))
+    return highest
+
+
+def found_in_container(run, commands):
+    """Output of each manifest command: the versions as installed where the job runs."""
+    found = {}
+    for name, command in sorted((commands or {}).items()):
+        rc, out, err = run.module.run_command(["/bin/bash", "-c", command])
+        found[name] = out.strip() if rc == 0 and out.strip() else {"rc": rc, "error": (err or out).strip()[-500:]}
+    return found
+
+
 def submit(run, client, url, jobs, follower, latest):
     params = run.params
-    attempt = jobs.max_attempt + 1
+    recorded = local_max_attempt(
+        params["experiment"],
+        [d for d in (manifest_dir_of(params), follower.log_dir if follower else None) if d],
+    )
+    attempt = max(jobs.max_attempt, recorded) + 1
     sid = "%s-attempt-%d" % (params["experiment"], attempt)
     try:
         entrypoint, resume_info, resume_warning = plan_resume(params["resume"], params["entrypoint"])
@@ -1137,6 +1181,7 @@ def submit(run, client, url, jobs, follower, latest):
                 for f in params["files"] or []
             ],
             "manifest": params["manifest"] or {},
+            "found": found_in_container(run, params["manifest_commands"]),
         }
         try:
             os.makedirs(manifest_dir, mode=0o750, exist_ok=True)

@@ -99,3 +99,30 @@ def test_topology_rejects_bad_gpu_count():
 ])
 def test_host_path(path, volumes, expected):
     assert slime.slime_host_path(path, volumes) == expected
+
+
+def test_save_dir_clashes_on_shared_storage_only():
+    hv = _hosts(
+        a={"slime_storage": "nfs", "slime_save_dir": "/data/ckpt"},
+        b={"slime_storage": "nfs", "slime_save_dir": "/data/ckpt"},
+        c={"slime_storage": "nfs", "slime_save_dir": "/data/other"},
+        d={"slime_save_dir": "/data/ckpt"},
+    )
+    topo = slime.slime_topology(hv, ["a", "b", "c", "d"], {})
+    clashes = slime.slime_save_dir_clashes(hv, topo)
+    assert set(clashes) == {"a", "b"}
+    assert "clusters a, b all save checkpoints to /data/ckpt on storage nfs" in clashes["a"]
+
+
+def test_storages_leader_is_the_first_node():
+    hv = _hosts(a={"slime_storage": "nfs"}, b={"slime_storage": "nfs"}, c={})
+    storages = slime.slime_storages(hv, ["a", "b", "c"])
+    assert storages["nfs"] == {"name": "nfs", "leader": "a", "nodes": ["a", "b"]}
+    assert storages["c"]["leader"] == "c"
+
+
+def test_writer_is_the_first_node_using_the_path():
+    hv = _hosts(a={"m": "/data/8b"}, b={"m": "/data/4b"}, c={"m": "/data/4b"})
+    storage = {"name": "nfs", "leader": "a", "nodes": ["a", "b", "c"]}
+    assert slime.slime_writer(hv, storage, "m", "/data/4b") == "b"
+    assert slime.slime_writer(hv, storage, "m", "/data/8b") == "a"

@@ -731,3 +731,30 @@ def test_a_failed_stop_request_fails_naming_the_job(run_module, fake, monkeypatc
     monkeypatch.setattr(ray_job.RayClient, "stop_job", broken)
     result, failed = run_module(ray_job, {"dashboard_url": fake.url, "experiment": EXP, "state": "stopped"})
     assert failed and "stopping qwen3-8B-attempt-1 failed" in result["msg"] and "agent gone" in result["msg"]
+
+
+# -- attempts after the head lost its job list; versions recorded at submission -------------
+def test_attempt_numbers_continue_after_ray_forgot_its_jobs(run_module, fake, tmp_path, followers):
+    """A restarted head lists no jobs; the manifests and logs on disk still count, so an
+    earlier attempt's files are never overwritten by a reused id."""
+    args = base_args(fake, tmp_path)
+    manifests = tmp_path / "run" / "manifests"
+    manifests.mkdir(parents=True)
+    (manifests / "qwen3-8B-attempt-2.json").write_text("{}")
+    logs = tmp_path / "run" / "logs"
+    logs.mkdir()
+    (logs / "qwen3-8B.qwen3-8B-attempt-3.log").write_text("old attempt\n")
+    result, failed = run_module(ray_job, args)
+    assert not failed and result["submission_id"] == "qwen3-8B-attempt-4"
+    assert (logs / "qwen3-8B.qwen3-8B-attempt-3.log").read_text() == "old attempt\n"
+
+
+def test_manifest_records_what_the_commands_found(run_module, fake, tmp_path, followers):
+    args = base_args(fake, tmp_path, manifest_commands={"slime": "echo 0.3.1+abc", "torch_musa": "exit 3"})
+    result, failed = run_module(ray_job, args)
+    assert not failed
+    doc = json.loads((tmp_path / "run" / "manifests" / "qwen3-8B-attempt-1.json").read_text())
+    assert doc["found"]["slime"] == "0.3.1+abc"
+    assert doc["found"]["torch_musa"]["rc"] == 3
+    again, _ = run_module(ray_job, args)
+    assert not again["changed"]

@@ -448,6 +448,17 @@ def save(args, r):
                     os.path.join(args.save, "rollout", "global_dataset_state_dict_%d.pt" % r))
 
 
+def check_placement(pg):
+    """slime's actors live in the placement group's bundles: when a node of the group
+    dies, they die with it and the driver fails. The stand-in has no actors, so it
+    watches the group's state instead."""
+    from ray.util.placement_group import placement_group_table
+    state = placement_group_table(pg).get("state")
+    if state != "CREATED":
+        raise RuntimeError(
+            "ray.exceptions.ActorDiedError: The actor died because its node has died (placement group is %s)" % state)
+
+
 def due(r, interval, num_rollout):
     return interval is not None and ((r + 1) % interval == 0 or r == num_rollout - 1)
 
@@ -461,6 +472,8 @@ def main():
     if start == 0 and args.eval_interval and not args.skip_eval_before_train:
         log_eval(args, 0)
     for r in range(start, args.num_rollout):
+        if pg is not None:
+            check_placement(pg)
         knobs = control()
         begin = time.time()
         time.sleep(knobs["step_seconds"] / 2)

@@ -1,0 +1,65 @@
+"""async_progress: running vs finished (as async_status decides), progress line, the
+finished task's result without a top-level rc, and the first error of a traceback."""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from ansible_collections.mtslime.posttrain.plugins.module_utils.logscan import first_error
+from ansible_collections.mtslime.posttrain.plugins.modules import async_progress as module
+
+
+def write_status(tmp_path, data, age=0):
+    path = tmp_path / "j1"
+    path.write_text(json.dumps(data))
+    if age:
+        past = time.time() - age
+        os.utime(path, (past, past))
+    return str(tmp_path)
+
+
+def test_running_task_shows_elapsed_bytes_and_last_line(tmp_path, run_module):
+    async_dir = write_status(tmp_path, {"started": 1, "finished": 0, "ansible_job_id": "j1"}, age=75)
+    log = tmp_path / "run.log"
+    log.write_text("start\n\x1b[32msaving shard 3\x1b[0m\n")
+    watched = tmp_path / "dl"
+    watched.mkdir()
+    (watched / "a").write_bytes(b"x" * 1024)
+    result, failed = run_module(module, {"jid": "j1", "async_dir": async_dir, "log_file": str(log),
+                                         "watch_path": str(watched), "expected_bytes": 4096})
+    assert not failed and not result["finished"] and not result["job_failed"]
+    assert result["progress"].startswith("running 0:01:1") and "1.0 KiB of 4.0 KiB (25%)" in result["progress"]
+    assert result["progress"].endswith("last: saving shard 3")
+
+
+def test_finished_module_result_without_rc_counts_as_finished(tmp_path, run_module):
+    async_dir = write_status(tmp_path, {"changed": True, "files": ["a"]})
+    result, failed = run_module(module, {"jid": "j1", "async_dir": async_dir})
+    assert not failed and result["finished"] and not result["job_failed"]
+    assert result["result"]["files"] == ["a"] and "rc" not in result
+
+
+def test_failed_command_reports_job_rc_and_the_traceback_exception(tmp_path, run_module):
+    async_dir = write_status(tmp_path, {"rc": 1, "failed": True, "start": "2026-01-01 00:00:00.000000",
+                                        "end": "2026-01-01 00:00:05.500000"})
+    log = tmp_path / "convert.log"
+    log.write_text("Using pipeline model parallel size: 8\nTraceback (most recent call last):\n"
+                   '  File "x.py", line 1, in <module>\n    main()\n'
+                   "RuntimeError: stand-in conversion killed at mid_shards\n")
+    result, failed = run_module(module, {"jid": "j1", "async_dir": async_dir, "log_file": str(log)})
+    assert not failed and "rc" not in result
+    assert result["job_rc"] == 1 and result["job_failed"] and result["elapsed"] == 5.5
+    assert result["first_error"]["lineno"] == 2
+    assert result["first_error"]["exception"] == "RuntimeError: stand-in conversion killed at mid_shards"
+
+
+def test_missing_status_file_names_the_job(tmp_path, run_module):
+    result, failed = run_module(module, {"jid": "j9", "async_dir": str(tmp_path)})
+    assert failed and "j9" in result["msg"] and "async_dir" in result["msg"]
+
+
+def test_first_error_plain_line_is_its_own_exception():
+    found = first_error(["ok", "ValueError: bad value", "more"])
+    assert found["line"] == "ValueError: bad value" and found["exception"] == "ValueError: bad value"
+    assert found["context"] == ["more"]
