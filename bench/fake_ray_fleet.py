@@ -1,0 +1,38 @@
+"""Stand-in for N Ray heads, for the rerun benchmark only: one process serving, per
+simulated node, a dashboard/Jobs API (tests/unit/test_ray_api.py FakeRay, shaped from
+recorded Ray 2.60 responses) and a GCS port (FakeGcs). A real Ray head costs ~650 MiB;
+64 of them do not fit on a benchmark machine, and the benchmark measures Ansible.
+
+Started with argv[0] naming Ray's dashboard, so the node preflight accepts the ports as
+held by Ray. Writes {"nodes": [{"dashboard_port", "gcs_port"}]} to the file given."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "unit"))
+sys.path.insert(0, os.path.join(HERE, "..", "collections"))
+
+from test_ray_api import FakeGcs, FakeRay, node  # noqa: E402
+
+
+def main():
+    count, out = int(sys.argv[1]), sys.argv[2]
+    servers = []
+    for _ in range(count):
+        servers.append((FakeRay(nodes=[node("127.0.0.1", head=True)], start_after=0), FakeGcs()))
+    with open(out + ".tmp", "w") as handle:
+        json.dump({"nodes": [{"dashboard_port": int(ray.url.rsplit(":", 1)[1]), "gcs_port": gcs.port}
+                             for ray, gcs in servers]}, handle)
+    os.replace(out + ".tmp", out)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    while True:
+        time.sleep(3600)
+
+
+if __name__ == "__main__":
+    main()
