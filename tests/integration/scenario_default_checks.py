@@ -108,7 +108,8 @@ def test_status_playbook_shows_the_progress():
     line = [item["msg"] for r in run.results("Print one line per cluster") for item in r.get("results", [r])
             if "msg" in item]
     assert line and "RUNNING" in line[0] and "step " in line[0] and "reward " in line[0], line
-    status = json.load(open(os.path.join("molecule/default/rendered/status.json")))
+    with open(ROOT + "/rendered/status.json") as handle:
+        status = json.load(handle)
     assert status[0]["step"] is not None and status[0]["manifest"]
 
 
