@@ -10,7 +10,7 @@ state with a first site.yml run, then measures:
   - the wall time of a bare play of 8 no-op module calls over the same hosts (noop8.yml),
 and prints the figures and the ratio of the two times.
 
-What stands in: the Ray heads (bench/fake_ray_fleet.py, recorded Ray 2.60 responses; a real
+What stands in: the Ray heads (bench/ray/dashboard/fake_heads.py, recorded Ray 2.60 responses; a real
 head is ~650 MiB) and mthreads-gmi (tests/standins). The data, the model and the converted
 checkpoint are the test fixtures, shared by all nodes. Everything else is the collection
 as users run it. Usage: .venv/bin/python bench/rerun_cost.py [N ...]
@@ -115,8 +115,11 @@ def inventory(size, shared, ports):
         "train_job_follow_logs": False,
         "slime_render_dir": root + "/rendered",
     }
+    # A group_vars file, not inline group vars: those rank below group_vars/all/.
+    with open(os.path.join(root, "inventory", "group_vars", "slime_nodes.yml"), "w") as handle:
+        yaml.safe_dump(common, handle)
     with open(os.path.join(root, "inventory", "hosts.yml"), "w") as handle:
-        yaml.safe_dump({"all": {"children": {"slime_nodes": {"hosts": hosts, "vars": common}}}}, handle)
+        yaml.safe_dump({"all": {"children": {"slime_nodes": {"hosts": hosts}}}}, handle)
     return root
 
 
@@ -126,11 +129,15 @@ def run(playbook, root):
         "ANSIBLE_CONFIG": os.path.join(REPO, "ansible.cfg"),
         "ANSIBLE_COLLECTIONS_PATH": os.path.join(REPO, "collections"),
         "ANSIBLE_CACHE_PLUGIN_CONNECTION": os.path.join(root, "facts"),
-        "ANSIBLE_CALLBACKS_ENABLED": "",
     }
+    if os.environ.get("BENCH_PROFILE"):
+        env["ANSIBLE_CALLBACKS_ENABLED"] = "mtslime.posttrain.cluster_recap,ansible.builtin.profile_tasks"
+    os.makedirs(os.path.join(root, "runner"), exist_ok=True)
     start = time.monotonic()
     result = ansible_runner.run(private_data_dir=os.path.join(root, "runner"), playbook=playbook,
-                                inventory=os.path.join(root, "inventory"), envvars=env, quiet=True)
+                                inventory=os.path.join(root, "inventory"), envvars=env, quiet=True,
+                                # keep ansible.cfg's fact cache (runner would make one per run)
+                                fact_cache_type="")
     elapsed = time.monotonic() - start
     if result.rc != 0:
         raise SystemExit("%s failed (rc %s):\n%s" % (playbook, result.rc, result.stdout.read()[-4000:]))
@@ -148,7 +155,7 @@ def module_calls(result, hosts):
         if action in CONTROLLER_ACTIONS or data.get("host") not in hosts:
             continue
         total += 1
-        per_role[data.get("role") or "(play)"] += 1
+        per_role[data.get("role") or data.get("play", "(play)")] += 1
     return total / len(hosts), {role: count / len(hosts) for role, count in sorted(per_role.items())}
 
 
@@ -158,11 +165,12 @@ def measure(size, shared):
     ports_file = os.path.join(ROOT, "ports-%d.json" % size)
     if os.path.exists(ports_file):
         os.remove(ports_file)
-    fake = subprocess.Popen(["ray/dashboard/dashboard.py (mtslime bench stand-in)",
-                             os.path.join(REPO, "bench", "fake_ray_fleet.py"), str(size), ports_file],
-                            executable=sys.executable)
+    fake = subprocess.Popen([sys.executable, os.path.join(REPO, "bench", "ray", "dashboard", "fake_heads.py"),
+                             str(size), ports_file])
     try:
         while not os.path.exists(ports_file):
+            if fake.poll() is not None:
+                raise SystemExit("the stand-in Ray heads exited with rc %s" % fake.returncode)
             time.sleep(0.1)
         with open(ports_file) as handle:
             ports = json.load(handle)["nodes"]
@@ -170,6 +178,8 @@ def measure(size, shared):
         hosts = ["sim-%03d" % i for i in range(size)]
         converge, _ = run(os.path.join(REPO, "site.yml"), root)
         rerun, result = run(os.path.join(REPO, "site.yml"), root)
+        if os.environ.get("BENCH_PROFILE"):
+            print(result.stdout.read()[-6000:])
         changed = {h: c for h, c in (result.stats.get("changed") or {}).items() if c}
         if changed:
             raise SystemExit("the rerun of %d nodes changed %s" % (size, changed))

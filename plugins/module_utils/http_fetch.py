@@ -18,6 +18,7 @@ import urllib.error
 import urllib.parse
 
 from ansible.module_utils.urls import Request
+from ansible_collections.mtslime.posttrain.plugins.module_utils.common import human_bytes
 
 CHUNK = 1 << 20
 BACKOFF_BASE = 1.0  # seconds before the first retry; doubles each time (tests set it to 0)
@@ -26,15 +27,6 @@ MAX_REDIRECTS = 10
 REDIRECTS = (301, 302, 303, 307, 308)
 RETRY_STATUS = (408, 425, 429, 500, 502, 503, 504)
 AGENT = "mtslime.posttrain-http_fetch/1"
-
-
-def human_bytes(num):
-    num = float(num)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(num) < 1024.0 or unit == "TiB":
-            return "%.1f %s" % (num, unit) if unit != "B" else "%d B" % num
-        num /= 1024.0
-    return "%.1f TiB" % num
 
 
 def redact(url):

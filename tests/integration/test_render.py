@@ -187,3 +187,21 @@ def test_overrides_change_one_flag_in_place(tmp_path, jobs_api):
     assert ["--lr", "2e-6"] in rendered
     assert "--use-tis" not in flags
     assert flags[-1] == "--sglang-disable-cuda-graph"
+
+
+def test_check_diff_on_a_machine_without_gpus_shows_the_files_then_stops_at_preflight(tmp_path, jobs_api):
+    """The README's main command under --check --diff, with the default inventory, on this
+    machine (no MUSA card, no mthreads-gmi): the run files' diff first, then the preflight
+    failure listing what is missing, not a traceback. Nothing is written (check mode)."""
+    render_dir = tmp_path / "review"
+    proc = run_playbook("site.yml", "-i", "inventory/", "--check", "--diff",
+                        "-e", "slime_render_dir=%s" % render_dir, check=False)
+    out = proc.stdout
+    assert proc.returncode != 0
+    assert "+++ after: %s/localhost/run-qwen3-8B.sh" % render_dir in out
+    assert "+++ after: %s/localhost/runtime_env.yaml" % render_dir in out
+    assert "+++ after: %s/localhost/hostfile" % render_dir in out
+    assert "node preflight failed on" in out and "mthreads-gmi not found" in out
+    assert "Traceback" not in out
+    assert not render_dir.exists()
+    assert "localhost: FAILED" in out  # the cluster recap names the failed cluster

@@ -3,8 +3,9 @@ simulated node, a dashboard/Jobs API (tests/unit/test_ray_api.py FakeRay, shaped
 recorded Ray 2.60 responses) and a GCS port (FakeGcs). A real Ray head costs ~650 MiB;
 64 of them do not fit on a benchmark machine, and the benchmark measures Ansible.
 
-Started with argv[0] naming Ray's dashboard, so the node preflight accepts the ports as
-held by Ray. Writes {"nodes": [{"dashboard_port", "gcs_port"}]} to the file given."""
+It lives under bench/ray/dashboard/ so that its command line looks like Ray's dashboard
+and the node preflight accepts the ports as held by Ray. Writes
+{"nodes": [{"dashboard_port", "gcs_port"}]} to the file given."""
 from __future__ import annotations
 
 import json
@@ -13,9 +14,9 @@ import signal
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests", "unit"))
-sys.path.insert(0, os.path.join(HERE, "..", "collections"))
+REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
+sys.path.insert(0, os.path.join(REPO, "tests", "unit"))
+sys.path.insert(0, os.path.join(REPO, "collections"))
 
 from test_ray_api import FakeGcs, FakeRay, node  # noqa: E402
 
