@@ -205,3 +205,11 @@ def test_check_diff_on_a_machine_without_gpus_shows_the_files_then_stops_at_pref
     assert "Traceback" not in out
     assert not render_dir.exists()
     assert "localhost: FAILED" in out  # the cluster recap names the failed cluster
+
+
+def test_cuda_nodes_get_the_cuda_profile(tmp_path, jobs_api):
+    """slime picks MUSA whenever MUSA_PATCH_PATH is set (slime.md §1.2): a CUDA node's job
+    environment must not carry it."""
+    node = render(tmp_path, "-e", "ray_dashboard_port=%d" % jobs_api.server_port, "-e", "slime_accelerator=cuda")
+    env = yaml.safe_load((node / "runtime_env.yaml").read_text())["env_vars"]
+    assert env["SLIME_ACCELERATOR"] == "cuda" and "MUSA_PATCH_PATH" not in env
