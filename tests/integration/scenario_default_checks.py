@@ -101,6 +101,12 @@ def test_rerun_changes_nothing_and_keeps_the_same_job():
     assert [j["submission_id"] for j in active()] == [j["submission_id"] for j in before]
 
 
+def test_check_mode_on_the_converged_node_predicts_no_change():
+    run = site("--check", "--diff")
+    assert run.rc == 0, run.stdout[-3000:]
+    assert run.changed_hosts() == {}, run.changed_tasks()
+
+
 def test_status_playbook_shows_the_progress():
     wait(lambda: tracker() >= 2, what="a first checkpoint")
     run = run_playbook("playbooks/status.yml", INVENTORY)
@@ -199,6 +205,21 @@ def test_download_cut_half_way_then_rerun_completes():
             os.remove(serve_control)
         if not os.path.exists(model):
             os.rename(model + ".kept-by-test", model)
+
+
+def container_id():
+    return subprocess.run(["docker", "inspect", "-f", "{{.Id}}", CONTAINER], capture_output=True, text=True).stdout.strip()
+
+
+def test_changed_container_flags_never_kill_a_running_job():
+    job = wait(active, what="an active job")[-1]["submission_id"]
+    before = container_id()
+    run = site("-e", "container_shm_size=64g")
+    assert run.rc != 0
+    text = " ".join(run.stdout.split())
+    assert "differs from the configuration" in text and job in text and "container_recreate: force" in text
+    assert container_id() == before
+    assert [j["submission_id"] for j in active()] == [job]
 
 
 def test_stop_playbook_stops_the_job_and_keeps_everything():
