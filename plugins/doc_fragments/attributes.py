@@ -32,3 +32,14 @@ attributes:
     details:
       - This action does not modify state.
 """
+
+    CONTROLLER_ACTION = r"""
+options: {}
+attributes:
+  action:
+    description: Indicates this has a corresponding action plugin that runs on the controller.
+    support: full
+    details: Runs on the controller only; nothing is executed on the nodes.
+  idempotent:
+    support: full
+"""

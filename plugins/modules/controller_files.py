@@ -32,13 +32,9 @@ attributes:
     support: full
   diff_mode:
     support: full
-  idempotent:
-    support: full
-  action:
-    support: full
-    details: Runs on the controller only.
 extends_documentation_fragment:
   - mtslime.posttrain.attributes
+  - mtslime.posttrain.attributes.CONTROLLER_ACTION
 author:
   - mtslime.posttrain contributors
 """

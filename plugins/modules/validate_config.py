@@ -75,13 +75,9 @@ attributes:
     details: Reads variables only.
   diff_mode:
     support: none
-  idempotent:
-    support: full
-  action:
-    support: full
-    details: Runs on the controller only.
 extends_documentation_fragment:
   - mtslime.posttrain.attributes
+  - mtslime.posttrain.attributes.CONTROLLER_ACTION
 author:
   - mtslime.posttrain contributors
 """

@@ -5,6 +5,7 @@ import json
 
 import pytest
 from ansible.module_utils import basic
+from fake_ray import FakeGcs, FakeRay
 from ansible.module_utils.testing import patch_module_args
 
 
@@ -48,3 +49,19 @@ def run_module(monkeypatch):
         raise AssertionError("module returned without exit_json/fail_json")
 
     return runner
+
+
+@pytest.fixture
+def fake():
+    """A fake Ray dashboard/Jobs API on a free loopback port (fake_ray.py)."""
+    server = FakeRay()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def gcs():
+    """A fake Ray GCS port (fake_ray.py)."""
+    server = FakeGcs()
+    yield server
+    server.close()

@@ -1,4 +1,4 @@
-"""ray_cluster against FakeRay (dashboard) and FakeGcs (GCS port) from test_ray_api."""
+"""ray_cluster against FakeRay (dashboard) and FakeGcs (GCS port) from fake_ray.py."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from ansible_collections.mtslime.posttrain.plugins.modules import ray_cluster
-from test_ray_api import FakeGcs, FakeRay, free_port, node
+from fake_ray import FakeGcs, FakeRay, free_port, node
 
 
 @pytest.fixture

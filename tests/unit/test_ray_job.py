@@ -1,4 +1,4 @@
-"""ray_job against FakeRay (test_ray_api): every state transition, duplicates, files,
+"""ray_job against FakeRay (fake_ray.py): every state transition, duplicates, files,
 manifests, resume from a training save dir (real module_utils/mcore.inspect_checkpoint on
 layouts written here), the log follower (Python fallback) and check mode."""
 
@@ -15,7 +15,6 @@ import zipfile
 import pytest
 
 from ansible_collections.mtslime.posttrain.plugins.modules import ray_job
-from test_ray_api import FakeRay
 
 EXP = "qwen3-8B"
 ENTRY = (
@@ -24,13 +23,6 @@ ENTRY = (
     "--load /data/LLMs/MCORE/Qwen3-8B_slime --save /tmp/Qwen3-8B_slime/ --save-interval 200"
 )
 OURS = {"mtslime_experiment": EXP}
-
-
-@pytest.fixture
-def fake():
-    server = FakeRay()
-    yield server
-    server.close()
 
 
 @pytest.fixture
@@ -616,7 +608,7 @@ def test_bad_parameters_are_all_named(run_module, fake):
 
 
 def test_dashboard_on_the_gcs_port_fails_with_the_faq_hint(run_module):
-    from test_ray_api import FakeGcs
+    from fake_ray import FakeGcs
 
     gcs = FakeGcs()
     try:

@@ -12,7 +12,7 @@ import pytest
 from ansible_collections.mtslime.posttrain.plugins.module_utils import slime_log
 from ansible_collections.mtslime.posttrain.plugins.module_utils.logscan import FirstErrorScanner, first_error
 from ansible_collections.mtslime.posttrain.plugins.modules import train_progress
-from test_ray_api import FakeRay
+from fake_ray import FakeRay
 
 LOGS = Path(__file__).parent / "data" / "logs"
 
@@ -288,7 +288,7 @@ def test_bad_dashboard_url_fails_naming_it(run_module):
 
 
 def test_jobs_api_on_the_gcs_port_fails_with_the_faq_hint(run_module):
-    from test_ray_api import FakeGcs
+    from fake_ray import FakeGcs
 
     gcs = FakeGcs()
     try:

@@ -1,5 +1,5 @@
 """Stand-in for N Ray heads, for the rerun benchmark only: one process serving, per
-simulated node, a dashboard/Jobs API (tests/unit/test_ray_api.py FakeRay, shaped from
+simulated node, a dashboard/Jobs API (tests/unit/fake_ray.py FakeRay, shaped from
 recorded Ray 2.60 responses) and a GCS port (FakeGcs). A real Ray head costs ~650 MiB;
 64 of them do not fit on a benchmark machine, and the benchmark measures Ansible.
 
@@ -18,7 +18,7 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), 
 sys.path.insert(0, os.path.join(REPO, "tests", "unit"))
 sys.path.insert(0, os.path.join(REPO, "collections"))
 
-from test_ray_api import FakeGcs, FakeRay, node  # noqa: E402
+from fake_ray import FakeGcs, FakeRay, node  # noqa: E402
 
 
 def main():
