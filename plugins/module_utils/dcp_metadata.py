@@ -120,19 +120,23 @@ def storage_extents(root):
     storage = fields.get("storage_data")
     if not isinstance(storage, dict):
         raise MetadataError("%s has no storage_data (the save did not finish writing it)" % METADATA_FILE)
-    extents = {}
+    extents, checked = {}, set()
     for info in storage.values():
         if not (isinstance(info, Inert) and info.name == _STORAGE_INFO):
             found = getattr(info, "name", info)
             raise MetadataError("%s: storage_data holds %r, not _StorageInfo" % (METADATA_FILE, found))
         data = info.fields()
         relative, offset, length = data.get("relative_path"), data.get("offset"), data.get("length")
-        if not _safe_relative(relative):
-            raise MetadataError(
-                "%s names the shard %r, which is not a file inside the checkpoint" % (METADATA_FILE, relative))
-        if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in (offset, length)):
+        if relative not in checked:
+            if not _safe_relative(relative):
+                raise MetadataError(
+                    "%s names the shard %r, which is not a file inside the checkpoint" % (METADATA_FILE, relative))
+            checked.add(relative)
+        if type(offset) is not int or type(length) is not int or offset < 0 or length < 0:
             raise MetadataError("%s: %s has offset %r and length %r" % (METADATA_FILE, relative, offset, length))
-        extents[relative] = max(extents.get(relative, 0), offset + length)
+        end = offset + length
+        if end > extents.get(relative, -1):
+            extents[relative] = end
     return extents
 
 
