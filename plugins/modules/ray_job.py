@@ -626,9 +626,18 @@ def plan_resume(resume, entrypoint, check_mode=False):
         "load_flag": resume.get("load_flag") or "--load",
         "resumed_from_iteration": plan["resume_iteration"],
     }
+    warnings = list(plan["warnings"])
+    if moved:
+        # Moving user data is said in the output, not only in the result.
+        why = {m["path"]: m["why"] for m in plan["moves"]}
+        warnings.append("resume.save_dir %s: %s aside, never deleted: %s; %s" % (
+            save_dir, "would move" if check_mode else "moved",
+            "; ".join("%s -> %s (%s)" % (m["path"], m["to"], why.get(m["path"], "")) for m in moved),
+            "the job resumes from iteration %d" % plan["resume_iteration"] if plan["resume_iteration"] is not None
+            else "the job starts from the converted checkpoint"))
     if plan["resume_iteration"] is None:
-        return entrypoint, info, list(plan["warnings"]), actions
-    return set_flag(entrypoint, info["load_flag"], save_dir), info, list(plan["warnings"]), actions
+        return entrypoint, info, warnings, actions
+    return set_flag(entrypoint, info["load_flag"], save_dir), info, warnings, actions
 
 
 # -- log follower -----------------------------------------------------------------------

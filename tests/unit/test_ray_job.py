@@ -262,6 +262,9 @@ def test_tracker_naming_an_incomplete_iteration_resumes_from_the_last_complete_o
     assert all(os.path.exists(m["to"]) for m in moved) and not (save / "iter_0000008").exists()
     assert any(a.startswith("moved %s aside to %s" % (moved[0]["path"], moved[0]["to"])) for a in result["actions"])
     assert fake.jobs["qwen3-8B-attempt-2"]["metadata"]["mtslime_resumed_from"] == "5"
+    said = [w for w in warned if w.startswith("resume.save_dir %s: moved aside, never deleted: " % save)]
+    assert said and moved[0]["to"] in said[-1] and said[-1].endswith("the job resumes from iteration 5")
+    assert any(w.startswith("resume.save_dir %s: would move aside" % save) for w in warned)
 
 
 def test_interrupted_first_save_starts_over_with_a_warning(run_module, fake, tmp_path, warned):
