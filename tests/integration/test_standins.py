@@ -355,8 +355,10 @@ def test_ray_head_and_job_reach_step_lines(patched, converted):
         crashed = post_job(patched, "standin-ray-crash", entry, {"MTSLIME_STANDIN_STEP_SECONDS": "0.2",
                                                                   "MTSLIME_STANDIN_RAY_CRASH_AT_STEP": "2"})
         assert crashed["status"] == "FAILED" and crashed["exit"] == 1, crashed["logs"][-3000:]
-        assert re.search(r"^ray\.exceptions\.RayTaskError\(AssertionError\): ray::MegatronTrainRayActor\.train\(\)",
-                         crashed["logs"], re.M), crashed["logs"][-3000:]
+        # Ray colours the actor's name (ANSI codes; the guide's sed removes them from the log file).
+        plain = re.sub(r"\x1b\[[0-9;]*m", "", crashed["logs"])
+        assert re.search(r"^ray\.exceptions\.RayTaskError\(AssertionError\): ray::MegatronTrainRayActor\.train\(\) "
+                         r"\(pid=\d+, ip=", plain, re.M), plain[-3000:]
         assert "AssertionError: Expected 512, got 511" in crashed["logs"]
         # Not enough GPUs: slime waits without a time limit, printing its wait line.
         starved = post_job(patched, "standin-starved", entry + " --rollout-num-gpus 8",
