@@ -331,27 +331,27 @@ class _Scan:
 
     def errors_and_hint(self, context_lines):
         """(first_error, fatal_error, hint, hint_from). A traceback that training steps followed was
-        survived: it stays the first error (a warning) but is not the fatal one."""
+        survived: it stays the first error (a warning) but is not the fatal one. The first error gives
+        the hint when there is no fatal error, or when it is the fatal one's cause: it came after the
+        last step, before the fatal error, and has a kind of its own while the fatal one is a
+        consequence (a dead scheduler after an OOM) or has none."""
         found = self.errors.result()
         first, first_hint = describe_error(found, context_lines) if found else (None, None)
         block = self.tracebacks.fatal()
-        fatal, fatal_hint = (None, None)
-        if block is not None and block["lineno"] > self.last_step_lineno:
-            fatal, fatal_hint = describe_fatal(block)
-        if fatal is not None:
-            cause_first = (
-                first is not None
-                and fatal["kind"] in CONSEQUENCE_KINDS | {"error"}
-                and first["kind"] not in CONSEQUENCE_KINDS | {"error"}
-                and first["lineno"] < fatal["lineno"]
-            )
-            if cause_first:
-                return first, fatal, first_hint, "first_error"
-            if fatal_hint:
-                return first, fatal, fatal_hint, "fatal_error"
-        if first_hint:
+        if block is None or block["lineno"] <= self.last_step_lineno:
+            return first, None, first_hint, "first_error" if first_hint else None
+        fatal, fatal_hint = describe_fatal(block)
+        vague = CONSEQUENCE_KINDS | {"error"}
+        cause = (
+            first is not None
+            and first_hint
+            and self.last_step_lineno < first["lineno"] < fatal["lineno"]
+            and fatal["kind"] in vague
+            and first["kind"] not in vague
+        )
+        if cause:
             return first, fatal, first_hint, "first_error"
-        return first, fatal, None, None
+        return first, fatal, fatal_hint, "fatal_error" if fatal_hint else None
 
 
 def _number(value):

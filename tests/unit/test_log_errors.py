@@ -267,3 +267,22 @@ def test_the_jobs_api_status_decides(run_module):
         assert result["progress"].startswith("RUNNING: no training step logged yet; warning: error at line 17")
     finally:
         fake.close()
+
+
+def test_a_survived_error_is_not_the_cause_of_a_later_fatal_one(tmp_path):
+    """An OOM that SGLang recovered from, more steps, then an unrelated crash: the OOM's hint is not given."""
+    result = summarize(
+        tmp_path,
+        [
+            "(SGLangEngine pid=4002) [2026-09-20 12:04:40 TP0] Decode out of memory happened. #retracted_reqs: 4",
+            "(MegatronTrainRayActor pid=3001) step 3: {'train/loss': 0.1}",
+            "Traceback (most recent call last):",
+            '  File "/home/slime/train.py", line 98, in <module>',
+            "ValueError: --eval-interval must be positive",
+        ],
+    )
+    assert result["first_error"]["kind"] == "oom" and result["fatal_error"]["kind"] == "error"
+    assert result["hint"] is None and result["hint_from"] is None
+    assert slime_log.progress_line(result, "FAILED") == (
+        "FAILED after step 3: ValueError: --eval-interval must be positive (line 5)"
+    )
