@@ -190,7 +190,8 @@ def test_failed_nccl_conversion_under_torchrun_prints_the_launcher_noise(contain
     assert re.search(r"^\[rank0\]:\[W\d{3,4} [\d:.]+ ProcessGroupNCCL\.cpp:\d+\] Warning: WARNING: "
                      r"destroy_process_group\(\) was not called", r.stderr, re.M)
     first, fatal = logscan.first_error(r.stderr.splitlines()), logscan.fatal_error(r.stderr.splitlines())
-    assert first["exception"] == fatal["exception"] == "RuntimeError: stand-in conversion killed at before_save"
+    died = "RuntimeError: stand-in conversion killed at before_save (MTSLIME_STANDIN_CONVERT_DIE_AT)"
+    assert first["exception"] == fatal["exception"] == died
     assert fatal["rank"] == 0 and "ChildFailedError" not in fatal["exception"]
 
 
