@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
-from ansible_collections.mtslime.posttrain.plugins.module_utils.training_config import validate
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils.training_config import validate
 
 
 class ActionModule(ActionBase):

@@ -5,7 +5,7 @@ import ipaddress
 import shlex
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.mtslime.posttrain.plugins.module_utils import train_args as ta
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils import train_args as ta
 
 
 def slime_arg_arrays(groups, overrides=None, model_args=None):

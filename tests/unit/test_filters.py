@@ -5,7 +5,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.mtslime.posttrain.plugins.filter import slime
-from ansible_collections.mtslime.posttrain.plugins.module_utils import train_args as ta
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils import train_args as ta
 
 
 def test_flag_tokens_types():

@@ -1,5 +1,5 @@
 """Every validation rule, on the guide's configuration and on a failing case, through the
-validate_config action plugin's logic (module_utils/training_config.py)."""
+validate_config action plugin's logic (plugin_utils/training_config.py)."""
 from __future__ import annotations
 
 import copy
@@ -8,7 +8,7 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.mtslime.posttrain.plugins.module_utils.training_config import validate
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils.training_config import validate
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from ansible_collections.mtslime.posttrain.plugins.module_utils.train_args import (
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils.train_args import (
     apply_overrides,
     effective_args,
     normalise_flag,
