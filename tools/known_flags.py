@@ -346,7 +346,7 @@ def slime_flags(read):
             resets[flag[2:]] = spec_from_kwargs(kwargs, [flag])[0][flag[2:]]
     sglang = ast.parse(read("slime/backends/sglang_utils/arguments.py"))
     for function in (n for n in sglang.body if isinstance(n, ast.FunctionDef)):
-        if function.name in ("add_sglang_router_arguments", "add_sglang_arguments"):
+        if function.name in ("add_sglang_router_arguments", "add_sglang_arguments", "sglang_parse_args"):
             for names, kwargs in add_argument_calls(function):
                 if names and names[0].startswith("--"):
                     flags.update(spec_from_kwargs(kwargs, names)[0])

@@ -233,25 +233,25 @@ class InventoryCheck:
 
     def check_overlaps(self, cluster):
         head = cluster["head"]
-        paths = self.cluster_paths(cluster)
-        reported = set()
-        for i, (kind_a, label_a, path_a) in enumerate(paths):
-            for kind_b, label_b, path_b in paths[i + 1:]:
-                if kind_a == kind_b:
-                    continue
+        groups = {}  # (class, path) -> labels: a variable and the flag that repeats it are one directory
+        given = {}
+        for kind, label, path in self.cluster_paths(cluster):
+            groups.setdefault((kind, norm(path)), []).append(label)
+            given.setdefault((kind, norm(path)), path)
+        order = ("save", "log", "work", "converted", "hf", "data")
+        items = sorted(groups.items(), key=lambda item: order.index(item[0][0]))
+        for i, ((kind_a, path_a), labels_a) in enumerate(items):
+            for (kind_b, path_b), labels_b in items[i + 1:]:
                 found = relation(path_a, path_b)
-                if found is None or _log_in_work(kind_a, kind_b, found):
+                if kind_a == kind_b or found is None or _log_in_work(kind_a, kind_b, found):
                     continue
-                key = tuple(sorted((label_a, label_b)))
-                if key in reported:
-                    continue
-                reported.add(key)
-                self.add(label_a, "the %s %s the %s %s (%s = %s)%s" % (
-                    CLASS_NAMES[kind_a], {"equal": "is the same directory as", "inside": "lies inside",
-                                          "contains": "contains"}[found], CLASS_NAMES[kind_b], path_b, label_b, path_b,
+                self.add(labels_a[0], "the %s %s the %s %s (%s)%s" % (
+                    CLASS_NAMES[kind_a], RELATIONS[found], CLASS_NAMES[kind_b], path_b, ", ".join(labels_b),
                     _overlap_why(kind_a, kind_b)), "give each its own directory, side by side (for example "
-                    "/data/models/..., /data/LLMs/..., /data/checkpoints/<experiment>)", [head], path_a,
-                    clusters={cluster["name"]}, origin_of=label_a.split("[")[0].split(".")[0])
+                    "/data/models/..., /data/LLMs/..., /data/checkpoints/<experiment>)%s" % (
+                        "; %s repeat%s it" % (", ".join(labels_a[1:]), "s" if len(labels_a) == 2 else "")
+                        if len(labels_a) > 1 else ""), [head], given[(kind_a, path_a)], clusters={cluster["name"]},
+                    origin_of=_base(labels_a[0]))
 
     def check_storages(self):
         for cluster in self.clusters.values():
@@ -300,19 +300,31 @@ class InventoryCheck:
             self.add(first[3], "on storage %s, the node directory %s is shared: %s%s" % (
                 storage, path, uses, _storage_why(*sorted(kinds)[:2] if len(kinds) > 1 else [first[2]] * 2)),
                 _storage_fix(*(sorted(kinds) * 2)[:2]), sorted({e[1] for e in group}), first[4],
-                clusters=set(clusters), origin_of=first[3].split("[")[0].split(".")[0])
-        reported = set()
-        for i, (c_a, head_a, kind_a, label_a, path_a, node_a) in enumerate(entries):
+                clusters=set(clusters), origin_of=_base(first[3]))
+        nested = {}  # (class a, node path a, class b, node path b) -> [(cluster a, head a, label a, cluster b, head b)]
+        own = {}  # cluster -> its node paths (a nesting inside one cluster is reported by check_overlaps)
+        for entry in entries:
+            own.setdefault(entry[0], set()).add(norm(entry[5]))
+        for i, (c_a, head_a, kind_a, label_a, _path_a, node_a) in enumerate(entries):
             for c_b, head_b, kind_b, label_b, _path_b, node_b in entries[i + 1:]:
                 found = relation(node_a, node_b)
-                if c_a == c_b or found in (None, "equal") or (norm(node_a), norm(node_b)) in reported:
+                if c_a == c_b or found in (None, "equal"):
                     continue
-                reported.add((norm(node_a), norm(node_b)))
-                what = {"inside": "lies inside", "contains": "contains"}[found]
-                self.add(label_a, "on storage %s, cluster %s's %s (node path %s) %s cluster %s's %s %s (%s)%s" % (
-                    storage, c_a, CLASS_NAMES[kind_a], node_a, what, c_b, CLASS_NAMES[kind_b], node_b, label_b,
-                    _storage_why(kind_a, kind_b)), _storage_fix(kind_a, kind_b), [head_a, head_b], path_a,
-                    clusters={c_a, c_b}, origin_of=label_a.split("[")[0].split(".")[0])
+                if found == "contains":
+                    c_a, head_a, kind_a, label_a, node_a, c_b, head_b, kind_b, label_b, node_b = (
+                        c_b, head_b, kind_b, label_b, node_b, c_a, head_a, kind_a, label_a, node_a)
+                if norm(node_b) in own[c_a]:
+                    continue
+                nested.setdefault((kind_a, norm(node_a), kind_b, norm(node_b)), []).append(
+                    (c_a, head_a, label_a, c_b, head_b))
+        for (kind_a, node_a, kind_b, node_b), pairs in nested.items():
+            inner = sorted({p[0] for p in pairs})
+            outer = sorted({p[3] for p in pairs})
+            self.add(pairs[0][2], "on storage %s, the %s %s of cluster %s lies inside the %s %s of cluster %s%s" % (
+                storage, CLASS_NAMES[kind_a], node_a, ", ".join(inner), CLASS_NAMES[kind_b], node_b, ", ".join(outer),
+                _storage_why(kind_a, kind_b)), _storage_fix(kind_a, kind_b),
+                sorted({p[1] for p in pairs} | {p[4] for p in pairs}), node_a, clusters=set(inner) | set(outer),
+                origin_of=_base(pairs[0][2]))
 
     # -- training -----------------------------------------------------------------------------------
     def check_training(self, cluster):
@@ -337,6 +349,14 @@ class InventoryCheck:
             name = problem.variable.split("[")[0].split(".")[0]
             problem.where = self.where(head, name)
             self.problems.append(problem)
+
+
+RELATIONS = {"equal": "is the same directory as", "inside": "lies inside", "contains": "contains"}
+
+
+def _base(label):
+    """The variable of a label: slime_train_args.CKPT_ARGS['save'] -> slime_train_args."""
+    return label.split("[")[0].split(".")[0]
 
 
 def _log_in_work(kind_a, kind_b, found):
