@@ -57,12 +57,12 @@ class InventoryCheck:
     def where(self, host, name):
         return {host: self.origins.describe(host, name)}
 
-    def add(self, variable, rule, fix, hosts, value=None, clusters=None, show_value=True, origin_of=None):
+    def add(self, variable, rule, fix, hosts, value=None, clusters=None, show_value=True, origin_of=None, where=None):
         secret = BY_NAME.get(variable)
         show = show_value and not (secret is not None and secret.secret)
         wheres = {}
         for host in hosts:
-            wheres.update(self.where(host, origin_of or variable))
+            wheres.update({host: where} if where else self.where(host, origin_of or variable))
         self.problems.append(Problem(variable, rule, fix, hosts=hosts, value=value, show_value=show, where=wheres,
                                      clusters=clusters if clusters is not None else
                                      {self.cluster_of.get(h, h) for h in hosts}))
@@ -91,7 +91,7 @@ class InventoryCheck:
                 self.add("inventory_hostname", "the host name %s; it becomes a directory of the review render "
                          "(render_dir/<host>) and names the node's cluster and storage" % NAME_RULE,
                          "rename the host in the inventory (keep its address in ansible_host)", [host], host,
-                         origin_of="ansible_host")
+                         where="its name in the inventory")
 
     def check_types(self, host):
         present = self.values.get(host, {})
@@ -194,14 +194,15 @@ class InventoryCheck:
             if len(names) > 1:
                 self.add("slime_cluster", "the node is in groups that name different clusters (%s); Ansible would "
                          "silently keep one" % ", ".join("%s: %s" % (g, v) for g, v in settings),
-                         "put the node in one cluster's group only", [host], self.value(host, "slime_cluster"))
+                         "put the node in one cluster's group only", [host], self.value(host, "slime_cluster"),
+                         clusters={self.cluster_of.get(host, host)} | (names & set(self.clusters)))
             cluster = self.cluster_of.get(host)
             for name, members in self.groups.items():
                 if name in self.clusters and name != cluster and host in members:
                     self.add("slime_cluster", "the node is listed in group %s, which names cluster %s, but its own "
                              "cluster is %s: it would be moved out of %s without a word" % (name, name, cluster, name),
                              "remove the node from group %s, or set its slime_cluster to %s" % (name, name), [host],
-                             self.value(host, "slime_cluster"))
+                             self.value(host, "slime_cluster"), clusters={cluster, name})
 
     # -- paths --------------------------------------------------------------------------------------
     def cluster_paths(self, cluster):
