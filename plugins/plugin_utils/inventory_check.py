@@ -3,6 +3,8 @@
 # storages, then each cluster's training configuration (training_config.py). Every problem at once.
 from __future__ import annotations
 
+import posixpath
+
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils import topology
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils import training_config
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.inventory_vars import BY_NAME, VARS
@@ -306,18 +308,14 @@ class InventoryCheck:
         own = {}  # cluster -> its node paths (a nesting inside one cluster is reported by check_overlaps)
         for entry in entries:
             own.setdefault(entry[0], set()).add(norm(entry[5]))
-        for i, (c_a, head_a, kind_a, label_a, _path_a, node_a) in enumerate(entries):
-            for c_b, head_b, kind_b, label_b, _path_b, node_b in entries[i + 1:]:
-                found = relation(node_a, node_b)
-                if c_a == c_b or found in (None, "equal"):
-                    continue
-                if found == "contains":
-                    c_a, head_a, kind_a, label_a, node_a, c_b, head_b, kind_b, label_b, node_b = (
-                        c_b, head_b, kind_b, label_b, node_b, c_a, head_a, kind_a, label_a, node_a)
-                if norm(node_b) in own[c_a]:
-                    continue
-                nested.setdefault((kind_a, norm(node_a), kind_b, norm(node_b)), []).append(
-                    (c_a, head_a, label_a, c_b, head_b))
+        for path, inner in by_path.items():
+            for ancestor in _ancestors(path):
+                for outer in by_path.get(ancestor, ()):
+                    for entry in inner:
+                        if entry[0] == outer[0] or ancestor in own[entry[0]]:
+                            continue
+                        nested.setdefault((entry[2], path, outer[2], ancestor), []).append(
+                            (entry[0], entry[1], entry[3], outer[0], outer[1]))
         for (kind_a, node_a, kind_b, node_b), pairs in nested.items():
             inner = sorted({p[0] for p in pairs})
             outer = sorted({p[3] for p in pairs})
@@ -353,6 +351,15 @@ class InventoryCheck:
 
 
 RELATIONS = {"equal": "is the same directory as", "inside": "lies inside", "contains": "contains"}
+
+
+def _ancestors(path):
+    """The directories above a normalised path, nearest first: /a/b/c -> /a/b, /a, /."""
+    result = []
+    while path not in ("/", ""):
+        path = posixpath.dirname(path)
+        result.append(path)
+    return result
 
 
 def _base(label):
