@@ -14,11 +14,13 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from default_bed import control  # noqa: E402  (needs the path above)
 
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
 def pytest_collection_modifyitems(items):
-    # This hook sees every item of the session: mark only the checks of this directory.
-    here = os.path.dirname(os.path.abspath(__file__))
+    # (this hook sees the whole session's items: mark only the checks of this directory)
     for item in items:
-        if str(item.fspath).startswith(here + os.sep):
+        if str(item.fspath).startswith(HERE + os.sep):
             item.add_marker(pytest.mark.docker)
 
 
