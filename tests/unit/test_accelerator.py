@@ -247,7 +247,10 @@ def test_gmi_query_text_compact_colons_without_headers():
 
 
 def test_gmi_query_text_with_gpu_n_headers_and_tabs():
-    text = "Driver Version : 3.0.0\nGPU 0\n\tProduct Name : MTT S4000\n\tFB Memory Usage\n\t\tTotal : 49152 MiB\nGPU 1\n\tProduct Name : MTT S4000\n"
+    text = (
+        "Driver Version : 3.0.0\nGPU 0\n\tProduct Name : MTT S4000\n\tFB Memory Usage\n\t\tTotal : 49152 MiB\n"
+        "GPU 1\n\tProduct Name : MTT S4000\n"
+    )
     driver, devices = fmt.parse_gmi_query(text)
     assert driver == "3.0.0"
     assert [(d["index"], d["memory_total_mib"]) for d in devices] == [(0, 49152), (1, None)]
@@ -527,7 +530,9 @@ def test_probe_musa_falls_back_to_query_text_and_says_it_is_unverified(isolated)
     assert warning.endswith("listed no device (rc 3: mtml: unknown error)")
 
 
-@pytest.mark.parametrize("name", ["mthreads-gmi_L_spaced_colon.txt", "mthreads-gmi_-L.txt", "mthreads-gmi_-L_colon.txt"])
+@pytest.mark.parametrize(
+    "name", ["mthreads-gmi_L_spaced_colon.txt", "mthreads-gmi_-L.txt", "mthreads-gmi_-L_colon.txt"]
+)
 def test_probe_musa_list_is_the_last_resort(isolated, name):
     tools = fake_tools(isolated / "tools", "mthreads-gmi")
     run = Runner(
@@ -811,7 +816,9 @@ def test_probe_cuda_asks_again_without_a_field_the_driver_rejects(isolated):
         "uuid": "GPU-0a1b2c3d-0000-4000-8000-000000000000",
         "memory_total_mib": 143771,
     }
-    assert result["warnings"] == ["nvidia-smi does not know the query field 'driver_version' (rc 2); asked again without it"]
+    assert result["warnings"] == [
+        "nvidia-smi does not know the query field 'driver_version' (rc 2); asked again without it"
+    ]
     assert result["nvlink"] is None  # one device: topo -m is not asked
 
 
@@ -834,7 +841,8 @@ def test_probe_cuda_unknown_index_field_is_not_retried(isolated):
 
 def test_the_real_nvidia_smi_query_line():
     """real-programs.md: `nvidia-smi` as the collection queries it prints this line."""
-    _driver, (dev,) = fmt.parse_smi_csv("0, NVIDIA H200, GPU-0a1b2c3d-0000-4000-8000-000000000000, 143771, 580.159.04\n")
+    line = "0, NVIDIA H200, GPU-0a1b2c3d-0000-4000-8000-000000000000, 143771, 580.159.04\n"
+    _driver, (dev,) = fmt.parse_smi_csv(line)
     assert (dev["name"], dev["memory_total_mib"]) == ("NVIDIA H200", 143771)
 
 
@@ -849,7 +857,7 @@ def test_topo_matrix_with_the_ansi_underlined_header(name, gpus, pairs):
 
 def test_topo_matrix_garbage():
     assert fmt.parse_topo_matrix("") is None
-    assert fmt.parse_topo_matrix("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.") is None
+    assert fmt.parse_topo_matrix("NVIDIA-SMI has failed because it couldn't communicate with the driver.") is None
 
 
 @pytest.mark.parametrize(
