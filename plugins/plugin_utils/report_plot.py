@@ -97,11 +97,12 @@ def attempt_label(attempt):
 def _draw_attempts(ax, attempts, axis, transform):
     starts = attempt_starts(attempts, axis)
     by_index = {a["index"]: a for a in attempts}
-    ax.autoscale(False)  # the spans and labels below must not widen the data's range
+    right = ax.get_xlim()[1]  # computes the data's limits (matplotlib does it lazily) ...
+    ax.autoscale(False)  # ... which the spans and labels below must not widen
     for number, (index, first) in enumerate(starts):
         end = starts[number + 1][1] if number + 1 < len(starts) else None
         if number % 2 == 1:
-            ax.axvspan(first - 0.5, (end - 0.5) if end is not None else ax.get_xlim()[1], color=SHADE, alpha=0.05,
+            ax.axvspan(first - 0.5, (end - 0.5) if end is not None else right, color=SHADE, alpha=0.05,
                        linewidth=0)
         if number > 0:
             ax.axvline(first - 0.5, color="#555555", linestyle="--", linewidth=1.0)

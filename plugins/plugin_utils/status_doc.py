@@ -244,7 +244,7 @@ def _num(value):
     if value is None:
         return "-"
     if isinstance(value, float):
-        return "%.3g" % value
+        return "%.4g" % value
     return str(value)
 
 

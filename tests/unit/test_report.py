@@ -44,7 +44,15 @@ def pixels_near(image, color, tolerance=10):
     return int((numpy.abs(pixels - want) <= tolerance).all(axis=-1).sum())
 
 
-def assert_curves_drawn(png, info):
+def columns_with(image, color, tolerance=10):
+    """How many pixel columns of `image` hold `color`: a curve over the run crosses most of its
+    panel, a legend swatch only a few columns."""
+    want = numpy.array([int(color[i:i + 2], 16) for i in (1, 3, 5)], dtype=int)
+    pixels = numpy.asarray(image, dtype=int)
+    return int((numpy.abs(pixels - want) <= tolerance).all(axis=-1).any(axis=0).sum())
+
+
+def assert_curves_drawn(png, info, share=0.5):
     image = image_of(png)
     assert (image.width, image.height) == (info["width"], info["height"])
     assert max(ImageStat.Stat(image).var) > 100, "the picture is not blank"
@@ -54,7 +62,8 @@ def assert_curves_drawn(png, info):
         colors = [c["color"] for c in panel["curves"]]
         assert len(colors) == len(set(colors)), "one colour per curve in %s" % panel["title"]
         for curve in panel["curves"]:
-            assert pixels_near(crop, curve["color"]) >= 15, "curve %s is drawn in %s" % (curve["key"], panel["title"])
+            assert columns_with(crop, curve["color"]) >= share * crop.width, \
+                "curve %s runs across its panel %s" % (curve["key"], panel["title"])
 
 
 # -- the picture -----------------------------------------------------------------------------------
