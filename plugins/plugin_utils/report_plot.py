@@ -19,6 +19,8 @@ COLUMNS = 2
 PANEL_WIDTH_IN = 6.6
 PANEL_HEIGHT_IN = 3.1
 HEADER_IN = 1.0
+SMOOTH_FROM = 150  # points from which a running mean is drawn over the faint raw values
+MARKERS_UP_TO = 60
 
 
 class PlotUnavailable(RuntimeError):
@@ -76,6 +78,33 @@ def _label(key, panel_keys):
     if len(panel_keys) == 1:
         return key.split("/", 1)[-1]
     return key.rsplit("/", 1)[-1] if key.startswith("passrate/") else key[len("eval/"):]
+
+
+def smoothing_window(count):
+    """Points of the running mean drawn over a long series (None: draw the values as they are)."""
+    if count < SMOOTH_FROM:
+        return None
+    return max(5, int(round(count / 50.0)) | 1)
+
+
+def running_mean(values, window):
+    """Centred running mean over the finite values of each window (nan where a window has none),
+    so a gap of one nan does not erase its neighbours' trend and an all-nan stretch stays a gap."""
+    import numpy
+
+    data = numpy.asarray(values, dtype=float)
+    finite = numpy.isfinite(data)
+    sums = numpy.concatenate(([0.0], numpy.cumsum(numpy.where(finite, data, 0.0))))
+    counts = numpy.concatenate(([0], numpy.cumsum(finite)))
+    half = window // 2
+    low = numpy.clip(numpy.arange(len(data)) - half, 0, len(data))
+    high = numpy.clip(numpy.arange(len(data)) + half + 1, 0, len(data))
+    number = counts[high] - counts[low]
+    with numpy.errstate(invalid="ignore", divide="ignore"):
+        mean = (sums[high] - sums[low]) / number
+    mean[number == 0] = numpy.nan
+    mean[~finite] = numpy.nan  # a nan value stays a gap in the mean too
+    return mean
 
 
 def attempt_starts(attempts, axis):
@@ -157,8 +186,17 @@ def render_png(series, attempts, title, subtitle="", extra_metrics=()):
             xs = [p[0] for p in data["points"]]
             ys = [_value(p[1]) for p in data["points"]]
             ys = [y if math.isfinite(y) else float("nan") for y in ys]
-            ax.plot(xs, ys, color=color, linewidth=1.8, label=_label(key, panel["keys"]),
-                    marker="o" if panel.get("markers") or len(xs) < 3 else None, markersize=4)
+            label = _label(key, panel["keys"])
+            window = smoothing_window(len(xs))
+            if window:
+                # a long noisy run: the raw values faint, their running mean on top
+                ax.plot(xs, ys, color=color, linewidth=0.8, alpha=0.3)
+                ax.plot(xs, running_mean(ys, window), color=color, linewidth=1.8,
+                        label="%s (mean of %d)" % (label, window))
+            else:
+                ax.plot(xs, ys, color=color, linewidth=1.8, label=label,
+                        marker="o" if (panel.get("markers") and len(xs) <= MARKERS_UP_TO) or len(xs) < 3 else None,
+                        markersize=4)
             gaps = [p[0] for p in data["points"] if isinstance(p[1], str)]
             if gaps:
                 ax.plot(gaps, [0.04] * len(gaps), linestyle="none", marker="x", color="black", markersize=6,

@@ -247,3 +247,16 @@ def test_the_page_embeds_the_picture_and_the_status_tables(tmp_path, metrics):
     path = tmp_path / "page.html"
     path.write_text(text)
     assert os.path.getsize(path) > len(png)
+
+
+def test_a_long_run_gets_a_running_mean_over_its_faint_values():
+    assert report_plot.smoothing_window(45) is None and report_plot.smoothing_window(3000) == 61
+    mean = report_plot.running_mean([1.0, 2.0, float("nan"), 4.0, 5.0], 3)
+    assert list(mean[:2]) == [1.5, 1.5] and numpy.isnan(mean[2]) and list(mean[3:]) == [4.5, 4.5]
+    assert numpy.isnan(report_plot.running_mean([float("nan")] * 4, 3)).all()
+    points = [[r, 0.2 + 0.5 * r / 600.0, 0] for r in range(600)]
+    series = {"rollout/raw_reward": {"kind": "rollout", "axis": "rollout", "points": points, "superseded": [],
+                                     "count": 600, "non_finite": 0, "downsampled": None}}
+    png, info = report_plot.render_png(series, [{"index": 0, "attempt": 1, "submission_id": "a", "first_rollout": 0,
+                                                 "first_step": 0}], "long")
+    assert_curves_drawn(png, {"width": info["width"], "height": info["height"], "panels": [info["panels"][0]]}, 0.8)
