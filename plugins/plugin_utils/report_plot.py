@@ -194,7 +194,10 @@ def render_png(series, attempts, title, subtitle="", extra_metrics=()):
                 ax.plot(xs, running_mean(ys, window), color=color, linewidth=1.8,
                         label="%s (mean of %d)" % (label, window))
             else:
-                ax.plot(xs, ys, color=color, linewidth=1.8, label=label,
+                # the panel's main metric wider and below the others: eval/<name> is the mean reward, so it
+                # often equals eval/<name>-pass@1, which would hide it
+                ax.plot(xs, ys, color=color, linewidth=3.2 if position == 0 and len(panel["keys"]) > 1 else 1.8,
+                        zorder=1.9 if position == 0 else 2.1, label=label,
                         marker="o" if (panel.get("markers") and len(xs) <= MARKERS_UP_TO) or len(xs) < 3 else None,
                         markersize=4)
             gaps = [p[0] for p in data["points"] if isinstance(p[1], str)]

@@ -34,9 +34,9 @@ def _retention_is_wired():
 
 def _retention(extra):
     if _retention_is_wired():
-        return site("-e", json.dumps(extra)), "Keep the newest"
-    return run_playbook("tests/integration/scenario_default/retention_direct.yml", INVENTORY, "-e",
-                        json.dumps(extra)), "Keep the newest"
+        return run_playbook("site.yml", INVENTORY, extravars=extra), "Keep the newest"
+    return run_playbook("tests/integration/scenario_default/retention_direct.yml", INVENTORY,
+                        extravars=extra), "Keep the newest"
 
 
 def _complete():
@@ -51,7 +51,7 @@ def test_save_interval_one_with_keep_three_keeps_three():
     every = {"slime_train_args_overrides": {"save-interval": 1}, "train_job_keep_checkpoints": KEEP}
     assert run_playbook("playbooks/stop.yml", INVENTORY).rc == 0
     try:
-        run = site("-e", json.dumps(every))
+        run = run_playbook("site.yml", INVENTORY, extravars=every)
         assert run.rc == 0, run.stdout[-3000:]
         job = wait(active, what="the attempt with save-interval 1")[-1]
         resumed = int(job["metadata"].get("mtslime_resumed_from") or 0)
