@@ -81,10 +81,12 @@ options:
         type: str
       projection:
         description:
-          - "For a training save dir: the run's checkpoints, O(disk[].projection.num_rollout) / O(disk[].projection.save_interval)
-            saves (plus the last rollout) of O(disk[].need_bytes) each (or the size of the newest complete iteration
-            already there), counted from the tracker's iteration, minus what retention deletes, against the free space."
-          - A run that does not fit is a warning with the figures and the C(train_job_keep_checkpoints) that would fit, not a failure.
+          - "For a training save dir: the run's checkpoints, O(disk[].projection.num_rollout) /
+            O(disk[].projection.save_interval) saves (plus the last rollout) of O(disk[].need_bytes) each (or the
+            size of the newest complete iteration already there), counted from the tracker's iteration, minus what
+            retention deletes, against the free space."
+          - A run that does not fit is a warning with the figures and the C(train_job_keep_checkpoints) that would
+            fit, not a failure.
         type: dict
         suboptions:
           num_rollout:
@@ -751,9 +753,8 @@ def preflight(params):
     if params["disk"]:
         disk_failures, checks["disk"] = check_disk(params["disk"])
         failures.extend(disk_failures)
-        warnings.extend(
-            row["projection"]["warning"] for row in checks["disk"]["items"] if (row.get("projection") or {}).get("warning")
-        )
+        projections = [row.get("projection") or {} for row in checks["disk"]["items"]]
+        warnings.extend(item["warning"] for item in projections if item.get("warning"))
     else:
         checks["disk"] = dict(ok=True, skipped=True, detail="no paths given")
 
