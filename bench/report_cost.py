@@ -15,6 +15,7 @@ import datetime
 import json
 import os
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -48,6 +49,13 @@ def main():
     rollouts = int(sys.argv[1]) if len(sys.argv) > 1 else 3000
     noise = int(sys.argv[2]) if len(sys.argv) > 2 else 20
     directory = tempfile.mkdtemp(prefix="mtslime-report-bench-")
+    try:
+        measure(directory, rollouts, noise)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def measure(directory, rollouts, noise):
     rng = random.Random(0)
     half = rollouts // 2
     size1, lines1 = write_attempt(directory, "qwen3-8B-attempt-1", 1, half + 3, 0, noise, rng)
