@@ -136,8 +136,9 @@ def _draw_attempts(ax, attempts, axis, transform):
         if number > 0:
             ax.axvline(first - 0.5, color="#555555", linestyle="--", linewidth=1.0)
         left = max(first - 0.5, ax.get_xlim()[0])
-        ax.text(left, 0.98, " " + attempt_label(by_index[index]), transform=transform, fontsize=7.5,
-                color="#333333", va="top", ha="left", clip_on=True)
+        # every second label one line lower, so that the labels of short attempts do not overlap
+        ax.text(left, 0.98 - 0.075 * (number % 2), " " + attempt_label(by_index[index]), transform=transform,
+                fontsize=7.5, color="#333333", va="top", ha="left", clip_on=True)
 
 
 def render_png(series, attempts, title, subtitle="", extra_metrics=()):
