@@ -77,9 +77,9 @@ def _adopt_ssh_options(load_name):
     mine = ssh.C.config.get_configuration_definitions("connection", load_name)
     if "ssh_args" in mine:
         return
-    connection_loader.get("ansible.builtin.ssh", class_only=True)
+    connection_loader.get("ssh", class_only=True)
     parent = {}
-    for name in ("ssh", "ansible.builtin.ssh"):
+    for name in ("ssh", "ansible.builtin.ssh", "ansible_collections.ansible.builtin.plugins.connection.ssh"):
         parent = ssh.C.config.get_configuration_definitions("connection", name)
         if parent:
             break

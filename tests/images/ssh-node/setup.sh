@@ -1,6 +1,7 @@
 #!/bin/bash
 # Runs inside the build container (host network): the packages, the Docker CLI, the login user.
 set -euo pipefail
+# shellcheck disable=SC1091
 . /run/build.env
 export DEBIAN_FRONTEND=noninteractive
 echo "deb ${MTSLIME_DEBIAN_MIRROR} bookworm main" >/etc/apt/sources.list
