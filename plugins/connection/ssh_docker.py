@@ -60,12 +60,12 @@ EXAMPLES = r"""
 #       ansible_ssh_docker_sudo=true ansible_python_interpreter=python3
 """
 
-from ansible.errors import AnsibleConnectionFailure
-from ansible.plugins.connection import ssh
-from ansible.plugins.loader import connection_loader
-from ansible.utils.display import Display
+from ansible.errors import AnsibleConnectionFailure  # noqa: E402  (documentation first, as Ansible plugins do)
+from ansible.plugins.connection import ssh  # noqa: E402
+from ansible.plugins.loader import connection_loader  # noqa: E402
+from ansible.utils.display import Display  # noqa: E402
 
-from ansible_collections.mtslime.posttrain.plugins.plugin_utils import container_exec
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils import container_exec  # noqa: E402
 
 display = Display()
 
@@ -84,7 +84,7 @@ def _adopt_ssh_options(load_name):
         if parent:
             break
     if not parent:
-        raise AnsibleConnectionFailure("mtslime.posttrain.ssh_docker: the options of ansible.builtin.ssh are not loaded")
+        raise AnsibleConnectionFailure("mtslime.posttrain.ssh_docker: the options of ansible.builtin.ssh are missing")
     merged = dict(parent)
     merged.update(mine)
     ssh.C.config.initialize_plugin_configuration_definitions("connection", load_name, merged)

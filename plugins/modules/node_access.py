@@ -136,7 +136,8 @@ def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     docker = module.params["docker"] or {}
     if docker.get("required"):
-        result = probe_docker(docker.get("executable") or "docker", bool(docker.get("sudo")), docker.get("timeout") or 20)
+        result = probe_docker(docker.get("executable") or "docker", bool(docker.get("sudo")),
+                              docker.get("timeout") or 20)
     else:
         result = dict(required=False, ok=True, sudo=False, cmd=[], rc=None, stdout="", stderr="")
     module.exit_json(changed=False, user=getpass.getuser(), python=platform.python_version(), docker=result)

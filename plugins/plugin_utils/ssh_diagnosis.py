@@ -78,7 +78,8 @@ def access_problem(result, node):
         advice = _ssh_advice(msg, node) or (
             "check ansible_host, ansible_port, ansible_user, ansible_ssh_private_key_file and "
             "ansible_ssh_common_args")
-        return "%s (%s): cannot connect over SSH: %s. [ssh said: %s]" % (name, where, advice, " ".join(msg.replace("Task failed: ", "").split())[:400])
+        said = " ".join(msg.replace("Task failed: ", "").split())[:400]
+        return "%s (%s): cannot connect over SSH: %s. [ssh said: %s]" % (name, where, advice, said)
     if result.get("failed"):
         text = " ".join((msg + " " + str(result.get("module_stderr") or "") + " " +
                          str(result.get("module_stdout") or "")).split())

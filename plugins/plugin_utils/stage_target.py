@@ -47,7 +47,8 @@ def stage_target(node, container):
         }
     container_name = container.get("name")
     if not isinstance(container_name, str) or not container_name.strip():
-        raise StageTargetError("%s: container_name must be the training container's name, got %r" % (name, container_name))
+        raise StageTargetError("%s: container_name must be the training container's name, got %r"
+                               % (name, container_name))
     target = {
         "become": False,
         "python": container.get("python") or "python3",

@@ -122,7 +122,8 @@ def test_each_node_is_reached_only_as_its_inventory_says():
     jumped = ssh("172.31.250.14", 2222, "hostname", "-F", ROOT + "/ssh/config", "-o", "ProxyJump=fleet-jump")
     assert jumped.returncode == 0 and jumped.stdout.strip() == "mtslime-fleet-node4", jumped.stderr
     # The login user is not root and cannot use Docker without become.
-    who = ssh("172.31.250.11", 2222, "id -u; docker ps >/dev/null 2>&1 && echo docker-ok; sudo -n docker ps -q >/dev/null && echo sudo-ok")
+    who = ssh("172.31.250.11", 2222,
+              "id -u; docker ps >/dev/null 2>&1 && echo docker-ok; sudo -n docker ps -q >/dev/null && echo sudo-ok")
     assert who.stdout.split() == ["1000", "sudo-ok"], who.stdout + who.stderr
 
 
@@ -132,9 +133,13 @@ def test_every_stage_ran_inside_the_training_container_made_through_the_node():
         node_id = json.loads(docker("inspect", node_container).stdout)[0]["Id"]
         assert inspect["HostConfig"]["NetworkMode"] in ("container:" + node_id, "container:" + node_container)
         assert inspect["State"]["Running"]
-        # The run files (train_job stage) and the converted checkpoint are in the training container ...
-        assert in_training(node, "test -f /home/slime/musa_example/qwen_32b_sherry/run-qwen3-8B.sh").returncode == 0
+        # The converted checkpoint, Ray (ray_head stage) and on the heads the run files (train_job stage) are
+        # in the training container ...
         assert in_training(node, "test -f /data/LLMs/MCORE/Qwen3-8B_slime/release/metadata.json").returncode == 0
+        assert in_training(node, "pgrep -x raylet").returncode == 0, node
+        if node in HEADS.values():
+            run_script = "/home/slime/musa_example/qwen_32b_sherry/run-qwen3-8B.sh"
+            assert in_training(node, "test -f " + run_script).returncode == 0, node
         # ... and nothing of slime is on the node itself.
         assert docker("exec", node_container, "test", "-e", "/home/slime").returncode != 0
         # Every stage's module ran through the node's sshd (sessions of the login user).
@@ -221,8 +226,10 @@ def test_nodes_that_cannot_be_reached_or_used_fail_alone_naming_the_setting_to_f
     run = run_playbook("playbooks/plays/facts.yml", inventory)
     assert set(run.failed_hosts()) == set(hosts) - {"reachable"}, run.stdout[-3000:]
     expected = {
-        "wrong-key": r"wrong-key \(tester@172\.31\.250\.11:2222\): cannot connect over SSH: .*ansible_ssh_private_key_file",
-        "wrong-port": r"wrong-port \(tester@172\.31\.250\.11:2299\): cannot connect over SSH: .*ansible_port \(now 2299\)",
+        "wrong-key": r"wrong-key \(tester@172\.31\.250\.11:2222\): cannot connect over SSH: .*"
+                     r"ansible_ssh_private_key_file",
+        "wrong-port": r"wrong-port \(tester@172\.31\.250\.11:2299\): cannot connect over SSH: .*"
+                      r"ansible_port \(now 2299\)",
         "changed-host-key": r"changed-host-key .*host key .*ssh-keygen -R '\[172\.31\.250\.11\]:2222'",
         "no-docker-rights": r"no-docker-rights .*docker group.*ansible_become",
     }
@@ -252,8 +259,8 @@ def test_a_node_whose_ssh_is_cut_stops_only_its_cluster_and_recovers():
     assert cut.rc != 0
     assert set(cut.failed_hosts()) == {"fleet-node1", "fleet-node2"}, cut.failed_hosts()
     assert not cut.changed_hosts(), cut.changed_tasks()
-    assert any(re.search(r"fleet-node2 \(tester@172\.31\.250\.12:2222\): cannot connect over SSH: .*sshd.*ansible_port", m)
-               for m in messages(cut, "fleet-node2")), messages(cut, "fleet-node2")
+    cut_message = r"fleet-node2 \(tester@172\.31\.250\.12:2222\): cannot connect over SSH: .*sshd.*ansible_port"
+    assert any(re.search(cut_message, m) for m in messages(cut, "fleet-node2")), messages(cut, "fleet-node2")
     assert any("cluster pair: node(s) fleet-node2 failed earlier" in m for m in messages(cut, "fleet-node1"))
     assert "pair: FAILED" in cut.stdout and "fleet-node3: up" in cut.stdout and "fleet-node4: up" in cut.stdout
     assert len(active_jobs("fleet-node1")) == 1, "the pair's job keeps running while its worker's SSH is down"
