@@ -14,9 +14,14 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from default_bed import control  # noqa: E402  (needs the path above)
 
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
 def pytest_collection_modifyitems(items):
+    # (this hook sees the whole session's items: mark only the checks of this directory)
     for item in items:
-        item.add_marker(pytest.mark.docker)
+        if str(item.fspath).startswith(HERE + os.sep):
+            item.add_marker(pytest.mark.docker)
 
 
 @pytest.fixture(autouse=True)
