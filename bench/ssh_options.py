@@ -7,7 +7,8 @@ module calls (`ansible.builtin.ping`) plus one `ansible.builtin.template` (a fil
 
   node       ansible.builtin.ssh to the node itself (the floor: what a module call over SSH costs)
   ssh_docker mtslime.posttrain.ssh_docker: the node's SSH connection, `sudo -n docker exec -i` on the node
-  python     ansible.builtin.ssh with ansible_python_interpreter = "sudo -n docker exec -i <c> python3"
+  python     ansible.builtin.ssh with ansible_python_interpreter = a script on the node that runs
+             `sudo -n docker exec -i <c> python3 "$@"`
   docker_ssh community.docker.docker with DOCKER_HOST=ssh://<alias> and an SSH config generated from
              the inventory (Port, User, IdentityFile, ControlMaster), the docker CLI on the controller
 
@@ -49,6 +50,14 @@ def up():
        "mtslime-test/ssh-node:current", "/usr/local/sbin/ssh-node", str(PORT))
     sh("docker", "run", "-d", "--name", CONTAINER, "--network", "container:" + NODE,
        "mtslime-test/training-suite:current", "sleep", "inf")
+    # "python": Ansible runs the interpreter as one word, so the container's Python is a script on the node.
+    sh("docker", "exec", NODE, "sh", "-c", "printf '#!/bin/sh\\nexec sudo -n docker exec -i %s python3 \"$@\"\\n' "
+       "> /usr/local/bin/container-python && chmod 755 /usr/local/bin/container-python" % CONTAINER)
+    # "docker_ssh": the Docker CLI's ssh transport runs `docker system dial-stdio` as the login user, with no
+    # sudo: that user must be in the group of the engine's socket.
+    gid = str(os.stat("/var/run/docker.sock").st_gid)
+    sh("docker", "exec", NODE, "sh", "-c", "getent group {0} >/dev/null || groupadd -g {0} docker; "
+       "usermod -aG $(getent group {0} | cut -d: -f1) tester".format(gid))
     for _ in range(50):
         if "OpenSSH" in sh("bash", "-c", "timeout 1 bash -c 'head -c 20 < /dev/tcp/%s/%d'" % (ADDRESS, PORT),
                            check=False).stdout:
@@ -84,8 +93,7 @@ OPTIONS = {
     "node": {"ansible_connection": "ssh"},
     "ssh_docker": {"ansible_connection": "mtslime.posttrain.ssh_docker", "ansible_ssh_docker_container": CONTAINER,
                    "ansible_ssh_docker_sudo": True, "ansible_python_interpreter": "python3"},
-    "python": {"ansible_connection": "ssh",
-               "ansible_python_interpreter": "sudo -n docker exec -i %s python3" % CONTAINER},
+    "python": {"ansible_connection": "ssh", "ansible_python_interpreter": "/usr/local/bin/container-python"},
     "docker_ssh": {"ansible_connection": "community.docker.docker", "ansible_host": CONTAINER,
                    "ansible_docker_extra_args": "-H ssh://bench-node", "ansible_python_interpreter": "python3"},
 }

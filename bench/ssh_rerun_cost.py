@@ -93,6 +93,12 @@ def up(size, shared):
         sh("docker", "exec", "-d", node_name(index), "python3", REPO + "/bench/ray/dashboard/fake_heads.py", "1",
            "/tmp/fake-heads.json")
     for index in range(size):
+        for _ in range(100):  # sshd answers
+            banner = sh("bash", "-c", "timeout 1 bash -c 'head -c 20 < /dev/tcp/%s%d/%d'" % (PREFIX, 11 + index, PORT),
+                        check=False)
+            if "OpenSSH" in banner.stdout:
+                break
+            time.sleep(0.2)
         for _ in range(100):
             found = sh("docker", "exec", node_name(index), "cat", "/tmp/fake-heads.json", check=False)
             if found.returncode == 0 and found.stdout:

@@ -95,13 +95,11 @@ class Connection(ssh.Connection):
 
     transport = "mtslime.posttrain.ssh_docker"
     has_pipelining = True
-    # Commands already run as the container's user; the node-side sudo is docker_sudo.
-    become_methods = frozenset()
+    _building_ssh_command = False
 
     def __init__(self, *args, **kwargs):
         _adopt_ssh_options(getattr(self, "_load_name", None) or "mtslime.posttrain.ssh_docker")
         super().__init__(*args, **kwargs)
-        self._building_ssh_command = False
 
     def get_option(self, option, hostvars=None):
         # The action code asks for remote_user to expand `~` and set file modes: inside the container that is
