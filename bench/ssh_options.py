@@ -3,7 +3,8 @@
 
 One SSH node (the ssh-node test image: sshd, sudo, the Docker CLI on this machine's engine) with a
 training container (training-suite image) in its network namespace, and the same play of CALLS no-op
-module calls (`ansible.builtin.ping`) plus one `ansible.builtin.template` (a file transfer) through:
+module calls (`ansible.builtin.ping`) plus one `ansible.builtin.template` (a file transfer), each measured
+run starting without an SSH master (after a warm-up run), through:
 
   node       ansible.builtin.ssh to the node itself (the floor: what a module call over SSH costs)
   ssh_docker mtslime.posttrain.ssh_docker: the node's SSH connection, `sudo -n docker exec -i` on the node
@@ -11,6 +12,7 @@ module calls (`ansible.builtin.ping`) plus one `ansible.builtin.template` (a fil
              `sudo -n docker exec -i <c> python3 "$@"`
   docker_ssh community.docker.docker with DOCKER_HOST=ssh://<alias> and an SSH config generated from
              the inventory (Port, User, IdentityFile, ControlMaster), the docker CLI on the controller
+  docker_ssh_nomux  the same without ControlMaster (the Docker CLI's ssh:// transport as it comes)
 
 For each: wall time of the play, per module call, the SSH connections (sshd's "Accepted publickey") and
 sessions ("Starting session") the node saw, and whether the file transfer worked. The runs share one
@@ -71,14 +73,22 @@ def up():
                      "  StrictHostKeyChecking accept-new\n"
                      "  ControlMaster auto\n  ControlPersist 30m\n  ControlPath %s/ssh/cm-%%r@%%h:%%p\n"
                      % (ADDRESS, PORT, ROOT, ROOT, ROOT))
+        # The same without connection reuse: what the Docker CLI's ssh:// transport does unless told otherwise.
+        handle.write("Host bench-node-nomux\n  HostName %s\n  Port %d\n  User tester\n  IdentityFile %s/ssh/key\n"
+                     "  IdentitiesOnly yes\n  UserKnownHostsFile %s/ssh/known_hosts\n"
+                     "  StrictHostKeyChecking accept-new\n  ControlMaster no\n" % (ADDRESS, PORT, ROOT, ROOT))
 
 
-def down():
+def close_masters():
     for folder in (ROOT + "/cp", ROOT + "/ssh"):  # the SSH masters of both kinds
         for name in (os.listdir(folder) if os.path.isdir(folder) else []):
             path = os.path.join(folder, name)
             if stat.S_ISSOCK(os.lstat(path).st_mode):
                 sh("ssh", "-o", "ControlPath=" + path, "-O", "exit", "x", check=False)
+
+
+def down():
+    close_masters()
     sh("docker", "rm", "-f", CONTAINER, NODE, check=False)
     sh("docker", "network", "rm", NETWORK, check=False)
     shutil.rmtree(ROOT, ignore_errors=True)
@@ -94,8 +104,13 @@ OPTIONS = {
     "ssh_docker": {"ansible_connection": "mtslime.posttrain.ssh_docker", "ansible_ssh_docker_container": CONTAINER,
                    "ansible_ssh_docker_sudo": True, "ansible_python_interpreter": "python3"},
     "python": {"ansible_connection": "ssh", "ansible_python_interpreter": "/usr/local/bin/container-python"},
-    "docker_ssh": {"ansible_connection": "community.docker.docker", "ansible_host": CONTAINER,
+    # (ansible_user is the docker exec user here; the SSH login comes from the generated config)
+    "docker_ssh": {"ansible_connection": "community.docker.docker", "ansible_host": CONTAINER, "ansible_user": "root",
                    "ansible_docker_extra_args": "-H ssh://bench-node", "ansible_python_interpreter": "python3"},
+    "docker_ssh_nomux": {"ansible_connection": "community.docker.docker", "ansible_host": CONTAINER,
+                         "ansible_user": "root",
+                         "ansible_docker_extra_args": "-H ssh://bench-node-nomux",
+                         "ansible_python_interpreter": "python3"},
 }
 
 
@@ -132,15 +147,19 @@ def run(option, playbook):
     with open(ROOT + "/bin/ssh", "w") as handle:
         handle.write("#!/bin/sh\nexec /usr/bin/ssh -F %s/ssh/config \"$@\"\n" % ROOT)
     os.chmod(ROOT + "/bin/ssh", 0o755)
+    close_masters()  # each measured run opens its own connections
     before = sshd_counts()
     start = time.monotonic()
     done = sh(os.path.join(BIN, "ansible-playbook"), "-i", inventory, playbook, check=False, env=env, cwd=REPO)
     elapsed = time.monotonic() - start
     after = sshd_counts()
+    landed = [where for where, name in (("container", CONTAINER), ("node", NODE))
+              if sh("docker", "exec", name, "rm", "/tmp/t.txt", check=False).returncode == 0]
     ok = done.returncode == 0 or "TRANSFER=" in done.stdout
     return {"option": option, "rc": done.returncode, "wall_s": round(elapsed, 2), "ran": ok,
             "connections": after[0] - before[0], "sessions": after[1] - before[1],
             "transfer": "ok" if "TRANSFER=ok" in done.stdout else "failed",
+            "file_landed_in": ",".join(landed) or "nowhere",
             "tail": "" if ok else done.stdout[-1500:]}
 
 
@@ -155,8 +174,9 @@ def main():
             row = run(option, playbook)
             row["per_call_ms"] = round(1000 * row["wall_s"] / (calls + 1), 1)
             rows.append(row)
-            print("%-10s %6.2f s  %6.1f ms/call  connections %3d  sessions %4d  file transfer %s%s" % (
+            print("%-16s %6.2f s  %6.1f ms/call  connections %3d  sessions %4d  file transfer %s (in %s)%s" % (
                 option, row["wall_s"], row["per_call_ms"], row["connections"], row["sessions"], row["transfer"],
+                row["file_landed_in"],
                 "" if row["ran"] else "  (FAILED: %s)" % row["tail"][-300:]))
             sys.stdout.flush()
         with open("/tmp/mtslime-bench-ssh-options.json", "w") as handle:

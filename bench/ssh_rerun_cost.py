@@ -8,6 +8,7 @@ namespace) through the node's SSH + Docker, and runs every stage inside it over 
 connection (mtslime.posttrain.ssh_docker). After a converging site.yml run it measures, in the same run:
   - a no-op rerun of site.yml (must report changed=0),
   - the bare play of 8 no-op module calls (bench/noop8.yml) over the same SSH hosts,
+  - the same 8 calls inside the training containers (bench/noop8_container.yml), for the exec's share,
 and prints, per host: wall time, module calls, SSH connections and sessions (counted from each node's
 sshd log: "Accepted publickey" = a TCP connection, "Starting session" = a command on it), and the ratio.
 Both runs start with no SSH master (as a user's rerun the next morning), so each pays its connections.
@@ -16,7 +17,8 @@ What stands in: the Ray heads (bench/ray/dashboard/fake_heads.py, run inside eac
 namespace) and the GPU tools (tests/standins). The data, the model and the converted checkpoint are the
 test fixtures (bench/rerun_cost.py), shared by every training container (/data/fixtures).
 
-Options: --strategy NAME (for example mitogen_linear, with ANSIBLE_STRATEGY_PLUGINS pointing at it).
+BENCH_PROFILE=1 prints the rerun's slowest tasks. Options: --strategy NAME (for example mitogen_linear,
+with ANSIBLE_STRATEGY_PLUGINS pointing at it).
 Usage (Docker, under the shared lock): .venv/bin/python bench/ssh_rerun_cost.py [N] [--strategy NAME]
 """
 from __future__ import annotations
@@ -165,6 +167,9 @@ def run(playbook, strategy=None):
         "ANSIBLE_CACHE_PLUGIN_CONNECTION": ROOT + "/facts",
         "ANSIBLE_SSH_CONTROL_PATH_DIR": ROOT + "/cp",
     }
+    if os.environ.get("BENCH_PROFILE"):
+        env["ANSIBLE_CALLBACKS_ENABLED"] = "mtslime.posttrain.cluster_recap,ansible.builtin.profile_tasks"
+        env["PROFILE_TASKS_TASK_OUTPUT_LIMIT"] = "40"
     if strategy:
         env["ANSIBLE_STRATEGY"] = strategy
         for var in ("ANSIBLE_STRATEGY_PLUGINS", "PYTHONPATH"):
@@ -214,22 +219,28 @@ def main():
         converge, _ = run(os.path.join(REPO, "site.yml"), args.strategy)
         rerun, result, calls, connections, sessions = measured(os.path.join(REPO, "site.yml"), hosts, args.size,
                                                                 args.strategy)
+        if os.environ.get("BENCH_PROFILE"):
+            print(result.stdout.read()[-5000:])
         changed = {h: c for h, c in (result.stats.get("changed") or {}).items() if c}
         if changed:
             raise SystemExit("the rerun changed %s" % changed)
         bare, _, bare_calls, bare_connections, bare_sessions = measured(os.path.join(REPO, "bench", "noop8.yml"),
                                                                         hosts, args.size, args.strategy)
+        inside, _, _, _, _ = measured(os.path.join(REPO, "bench", "noop8_container.yml"), hosts, args.size,
+                                      args.strategy)
         row = {"nodes": args.size, "strategy": args.strategy or "linear", "converge_s": round(converge, 1),
                "rerun_s": round(rerun, 1), "rerun_calls_per_host": round(calls, 2),
                "rerun_connections_per_host": round(connections, 2), "rerun_sessions_per_host": round(sessions, 2),
                "noop8_s": round(bare, 1), "noop8_calls_per_host": round(bare_calls, 2),
                "noop8_connections_per_host": round(bare_connections, 2),
-               "noop8_sessions_per_host": round(bare_sessions, 2), "ratio": round(rerun / bare, 2)}
+               "noop8_sessions_per_host": round(bare_sessions, 2), "ratio": round(rerun / bare, 2),
+               "noop8_in_container_s": round(inside, 1)}
         print("%d SSH nodes (%s): converge %.1f s" % (args.size, row["strategy"], converge))
         print("  site.yml rerun: %6.1f s, per host %.2f module calls, %.2f SSH connections, %.2f sessions"
               % (rerun, calls, connections, sessions))
         print("  noop8 play:     %6.1f s, per host %.2f module calls, %.2f SSH connections, %.2f sessions"
               % (bare, bare_calls, bare_connections, bare_sessions))
+        print("  noop8 play in the training containers: %6.1f s" % inside)
         print("  ratio rerun / noop8: %.2f" % row["ratio"])
         out = "/tmp/mtslime-bench-ssh-%d-%s.json" % (args.size, row["strategy"])
         with open(out, "w") as handle:
