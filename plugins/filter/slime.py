@@ -1,11 +1,25 @@
-# Filters for the run script's arguments and the fleet's cluster layout.
+# Filters for the run script's arguments, the fleet's cluster layout and the files rendered from them.
+# Values are validated by the configuration check first; these filters refuse what would be pasted
+# unsafely anyway (an array name that is not a bash name, a switch given a string, a hostfile address
+# that is not an IP).
 from __future__ import annotations
 
-import ipaddress
+import re
 import shlex
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.mtslime.posttrain.plugins.module_utils import train_args as ta
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils import paths, topology
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils import train_args as ta
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils.schema import CONTROL_RE, as_int
+
+BASH_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _tokens(flags):
+    try:
+        return ta.group_tokens(flags)
+    except ValueError as error:
+        raise AnsibleFilterError(str(error)) from error
 
 
 def slime_arg_arrays(groups, overrides=None, model_args=None):
@@ -13,12 +27,18 @@ def slime_arg_arrays(groups, overrides=None, model_args=None):
     merged, _located = ta.apply_overrides(groups, overrides)
     if model_args is not None:
         merged = dict(merged, MODEL_ARGS=dict(model_args))
-    return [{"name": name, "tokens": ta.group_tokens(merged[name])} for name in ta.ordered_groups(merged)]
+    for name in merged:
+        if not BASH_NAME.fullmatch(str(name)):
+            raise AnsibleFilterError("slime_train_args: %r is not a bash array name ([A-Za-z_][A-Za-z0-9_]*)" % name)
+    return [{"name": name, "tokens": _tokens(merged[name])} for name in ta.ordered_groups(merged)]
 
 
 def slime_argv(groups, cluster_args, model_args, overrides=None):
     """train.py's argv, in the guide's order (cluster args, MODEL_ARGS, then the arrays)."""
-    return ta.argv(cluster_args, model_args, groups, overrides)
+    try:
+        return ta.argv(cluster_args, model_args, groups, overrides)
+    except ValueError as error:
+        raise AnsibleFilterError(str(error)) from error
 
 
 def slime_effective_args(groups, overrides=None):
@@ -29,7 +49,7 @@ def slime_effective_args(groups, overrides=None):
 
 def slime_flag_tokens(flags):
     """argv tokens of a {flag: value} mapping."""
-    return ta.group_tokens(flags)
+    return _tokens(flags)
 
 
 def slime_shell_lines(tokens):
@@ -44,43 +64,17 @@ def slime_shell_lines(tokens):
     return lines
 
 
+def slime_shell_comment(value):
+    """A value for a shell comment line: quoted, and with control characters shown as escapes, so that
+    a newline can never end the comment and start a command."""
+    text = shlex.quote(str(value))
+    return CONTROL_RE.sub(lambda m: "\\x%02x" % ord(m.group(0)), text)
+
+
 def slime_host_path(path, volumes):
     """The node's path behind a container path, through bind mounts `host:container[:mode]`.
     The longest matching mount wins; a path outside every mount is returned unchanged."""
-    best = None
-    for volume in volumes or []:
-        parts = str(volume).split(":")
-        if len(parts) < 2:
-            continue
-        host, inside = parts[0], parts[1].rstrip("/") or "/"
-        if path == inside or path.startswith(inside.rstrip("/") + "/"):
-            if best is None or len(inside) > len(best[1]):
-                best = (host, inside)
-    if best is None:
-        return path
-    host, inside = best
-    rest = path[len(inside):].lstrip("/")
-    return host.rstrip("/") + ("/" + rest if rest else "") if host != "/" else "/" + rest
-
-
-def _is_ip(value):
-    try:
-        ipaddress.ip_address(str(value))
-        return True
-    except ValueError:
-        return False
-
-
-def _node_address(name, hostvars):
-    node = hostvars[name]
-    explicit = node.get("slime_node_ip")
-    if explicit:
-        return str(explicit)
-    host = node.get("ansible_host")
-    if host and _is_ip(host) and not ipaddress.ip_address(str(host)).is_loopback:
-        return str(host)
-    default = node.get("ansible_default_ipv4") or {}
-    return default.get("address")
+    return paths.host_path(path, volumes)
 
 
 def slime_topology(hostvars, nodes, groups=None):
@@ -90,65 +84,38 @@ def slime_topology(hostvars, nodes, groups=None):
     group's vars); a node without one is a single-node cluster named after itself. The
     head is the first node, in the order of the group named like the cluster when there
     is one, else in inventory order."""
-    groups = groups or {}
-    clusters = {}
+    gpus = {}
     for name in nodes:
-        cluster = hostvars[name].get("slime_cluster") or name
-        clusters.setdefault(str(cluster), []).append(name)
-    result = {}
-    for cluster, members in clusters.items():
-        order = [n for n in groups.get(cluster, []) if n in members]
-        members = order + [n for n in members if n not in order]
-        gpus = {}
-        for member in members:
-            count = hostvars[member].get("slime_gpus_per_node")
-            try:
-                gpus[member] = int(count)
-            except (TypeError, ValueError):
-                raise AnsibleFilterError(
-                    "slime_gpus_per_node of %s is %r; set it to the node's GPU count" % (member, count))
-        result[cluster] = {
-            "name": cluster,
-            "head": members[0],
-            "workers": members[1:],
-            "nodes": members,
-            "size": len(members),
-            "gpus": gpus,
-            "addresses": {member: _node_address(member, hostvars) for member in members},
-        }
-    return result
+        count = hostvars[name].get("slime_gpus_per_node")
+        if as_int(count) is None:
+            raise AnsibleFilterError("slime_gpus_per_node of %s is %r; set it to the node's GPU count" % (name, count))
+        gpus[name] = int(count)
+    return topology.clusters(hostvars, nodes, groups, gpus)
 
 
 def slime_storages(hostvars, nodes):
     """{storage name: {name, leader, nodes}}: nodes that share /data name the same
     `slime_storage`; a node without one has storage of its own. The leader (first
     node) downloads, extracts, preprocesses and converts; the others only check."""
-    storages = {}
-    for name in nodes:
-        storage = str(hostvars[name].get("slime_storage") or name)
-        storages.setdefault(storage, []).append(name)
-    return {storage: {"name": storage, "leader": members[0], "nodes": members}
-            for storage, members in storages.items()}
+    return topology.storages(hostvars, nodes)
 
 
-def slime_save_dir_clashes(hostvars, topology):
-    """{cluster: message} for clusters whose heads would write the same save dir on the
-    same storage: two trainings would overwrite each other's checkpoints."""
-    writers = {}
-    for cluster in topology.values():
-        head = hostvars[cluster["head"]]
-        key = (str(head.get("slime_storage") or cluster["head"]), str(head.get("slime_save_dir")))
-        writers.setdefault(key, []).append(cluster["name"])
-    clashes = {}
-    for (storage, save_dir), clusters in writers.items():
-        if len(clusters) < 2:
-            continue
-        for name in clusters:
-            clashes[name] = (
-                "clusters %s all save checkpoints to %s on storage %s and would overwrite each other's. Fix: give "
-                "each cluster its own slime_save_dir (for example /data/checkpoints/{{ slime_experiment }} with a "
-                "slime_experiment per cluster)." % (", ".join(sorted(clusters)), save_dir, storage))
-    return clashes
+def slime_hostfile_lines(cluster):
+    """The hostfile's lines (guide §4.1): `<ip> slots=<gpus>` for each node, head first."""
+    lines = []
+    for node in cluster["nodes"]:
+        address = cluster["addresses"].get(node)
+        if not address or not topology.is_ip(address):
+            raise AnsibleFilterError(
+                "cluster %s: node %s has no usable IP address (%r) for the hostfile; set slime_node_ip in its "
+                "host_vars (or ansible_host to an IP), or include it in the run so its facts are gathered"
+                % (cluster["name"], node, address))
+        slots = as_int(cluster["gpus"].get(node))
+        if slots is None or slots < 1:
+            raise AnsibleFilterError("cluster %s: node %s has slime_gpus_per_node %r" % (
+                cluster["name"], node, cluster["gpus"].get(node)))
+        lines.append("%s slots=%d" % (address, slots))
+    return lines
 
 
 def slime_writer(hostvars, storage, name, value):
@@ -173,10 +140,11 @@ class FilterModule:
             "slime_effective_args": slime_effective_args,
             "slime_flag_tokens": slime_flag_tokens,
             "slime_shell_lines": slime_shell_lines,
+            "slime_shell_comment": slime_shell_comment,
             "slime_host_path": slime_host_path,
             "slime_topology": slime_topology,
             "slime_storages": slime_storages,
+            "slime_hostfile_lines": slime_hostfile_lines,
             "slime_collect": slime_collect,
             "slime_writer": slime_writer,
-            "slime_save_dir_clashes": slime_save_dir_clashes,
         }

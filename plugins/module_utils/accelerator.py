@@ -1,16 +1,22 @@
-# Accelerator discovery for mtslime.posttrain modules: parsers for the output of
-# Moore Threads' mthreads-gmi and NVIDIA's nvidia-smi, and probe(), which runs
-# them in order of richness and returns one dict describing the node's devices.
-#
-# Pure functions, standard library only, Python 3.8+. Every parser takes the
-# text a tool printed and returns what it could read; none raises on garbage.
+# Accelerator discovery for mtslime.posttrain modules: probe() runs Moore Threads' mthreads-gmi or
+# NVIDIA's nvidia-smi (verified formats first, see gpu_formats.py for the parsers) and returns one
+# dict describing the node's devices; problems_for() says what differs from what is expected.
+# Standard library only, Python 3.8+.
 from __future__ import annotations
 
-import csv
-import json
 import os
 import re
 import subprocess
+
+from ansible_collections.mtslime.posttrain.plugins.module_utils.gpu_formats import (
+    NVIDIA_QUERY_FIELDS,
+    parse_gmi_json,
+    parse_gmi_query,
+    parse_gmi_table,
+    parse_list,
+    parse_smi_csv,
+    parse_topo_matrix,
+)
 
 VENDORS = ("musa", "cuda")
 TOOLS = {"musa": "mthreads-gmi", "cuda": "nvidia-smi"}
@@ -29,323 +35,7 @@ TOOL_TIMEOUT = 60
 S4000_MIB = 49152
 IOMMU_OFF_MIB = 32768
 
-NVIDIA_QUERY_FIELDS = ("index", "name", "uuid", "memory.total", "driver_version")
 NVIDIA_QUERY = "--query-gpu=%s" % ",".join(NVIDIA_QUERY_FIELDS)
-
-_NA = {"", "n/a", "[n/a]", "na", "none", "not supported", "[not supported]", "unknown", "[unknown error]"}
-
-# `GPU 0: name (UUID: x)` and `GPU 0 : name (UUID : x)`. The colon must be followed
-# by white space so that nvidia-smi -q's `GPU 00000000:18:00.0` headers never match.
-_LIST_LINE = re.compile(r"^GPU (\d+)\s*:\s+(.*?)\s*$")
-_LIST_UUID = re.compile(r"\(\s*UUID\s*:\s*([^)]*?)\s*\)")
-
-# The default `mthreads-gmi` table: `0    MTT S4000   |00000000:08:00.0  |0%   0MiB(49152MiB)`.
-_TABLE_ROW = re.compile(
-    r"^\s*(\d+)\s+(.+?)\s*\|\s*([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*\|"
-    r"\s*(?:\d+%)?\s*(?:(\d+)\s*MiB\s*)?\(\s*(\d+)\s*MiB\s*\)"
-)
-_TABLE_DRIVER = re.compile(r"Driver Version\s*:\s*(\S+)", re.IGNORECASE)
-_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*$")
-
-
-def _norm(key):
-    """Normalise a key for lenient lookups: case, `_`/`-`/`.` and spacing do not matter."""
-    return re.sub(r"[\s_\-.]+", " ", str(key)).strip().lower()
-
-
-def _get(mapping, *names):
-    """Value of `mapping` under the first of `names` it has, keys compared normalised (see _norm)."""
-    if not isinstance(mapping, dict):
-        return None
-    wanted = {_norm(n): i for i, n in enumerate(names)}
-    best = None
-    for key, value in mapping.items():
-        rank = wanted.get(_norm(key))
-        if rank is not None and (best is None or rank < best[0]):
-            best = (rank, value)
-    return None if best is None else best[1]
-
-
-def _text(value):
-    if value is None:
-        return None
-    text = str(value).strip()
-    return None if text.lower() in _NA else text
-
-
-def parse_mib(value):
-    """Memory in MiB from `49152MiB`, `49152 MiB`, `49152`, `48 GiB`, `51539607552 B`; None for N/A."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return int(value)
-    text = _text(value)
-    if text is None:
-        return None
-    match = _SIZE.match(text.replace(",", ""))
-    if not match:
-        return None
-    number, unit = float(match.group(1)), match.group(2).lower()
-    factor = {
-        "": 1,
-        "m": 1,
-        "mb": 1,
-        "mib": 1,
-        "g": 1024,
-        "gb": 1024,
-        "gib": 1024,
-        "t": 1024 * 1024,
-        "tb": 1024 * 1024,
-        "tib": 1024 * 1024,
-        "k": 1.0 / 1024,
-        "kb": 1.0 / 1024,
-        "kib": 1.0 / 1024,
-        "b": 1.0 / (1024 * 1024),
-    }.get(unit)
-    if factor is None:
-        return None
-    return int(round(number * factor))
-
-
-def _index(value, default):
-    text = _text(value)
-    if text is not None and re.match(r"^\d+$", text):
-        return int(text)
-    return default
-
-
-def device(index, name=None, uuid=None, memory_total_mib=None):
-    return {"index": index, "name": _text(name), "uuid": _text(uuid), "memory_total_mib": memory_total_mib}
-
-
-# ---------------------------------------------------------------- list (-L)
-
-
-def parse_list(text):
-    """Devices from `mthreads-gmi -L` or `nvidia-smi -L`: one line per device starting `GPU <n>`,
-    with `GPU 0:` or `GPU 0 :` spacing, the model name, and an optional `(UUID: ...)` suffix.
-    Indented lines (nvidia-smi's MIG devices) and anything else are ignored."""
-    devices = []
-    for line in (text or "").splitlines():
-        match = _LIST_LINE.match(line.rstrip("\r"))
-        if not match:
-            continue
-        rest = match.group(2)
-        uuid_match = _LIST_UUID.search(rest)
-        uuid = uuid_match.group(1) if uuid_match else None
-        name = _LIST_UUID.sub("", rest).strip() if uuid_match else rest.strip()
-        devices.append(device(int(match.group(1)), name or None, uuid))
-    return devices
-
-
-parse_gmi_list = parse_list
-parse_smi_list = parse_list
-
-
-# ---------------------------------------------------------------- mthreads-gmi JSON
-
-
-def _gpu_entries(data):
-    """The per-GPU dicts of a gmi JSON document, whatever the container is called."""
-    if isinstance(data, list):
-        return [g for g in data if isinstance(g, dict)]
-    if not isinstance(data, dict):
-        return []
-    gpus = _get(data, "GPU", "GPUs", "gpu list", "devices", "device")
-    if isinstance(gpus, list):
-        return [g for g in gpus if isinstance(g, dict)]
-    if isinstance(gpus, dict):
-        # either one GPU, or {"0": {...}, "1": {...}} / {"GPU 00000000:08:00.0": {...}}
-        if all(isinstance(v, dict) for v in gpus.values()) and _get(gpus, "product name", "name", "index") is None:
-            return list(gpus.values())
-        return [gpus]
-    # some tools key each GPU at the top level: {"GPU 0": {...}, "GPU 1": {...}}
-    keyed = [v for k, v in data.items() if isinstance(v, dict) and re.match(r"^gpu\s*\S+$", _norm(k))]
-    return keyed
-
-
-def _memory_total(gpu):
-    for section_name in ("fb memory usage", "memory usage", "fb memory", "memory", "frame buffer memory usage"):
-        section = _get(gpu, section_name)
-        if isinstance(section, dict):
-            total = parse_mib(_get(section, "total", "total memory", "size"))
-            if total is not None:
-                return total
-        elif section is not None and section_name == "memory":
-            total = parse_mib(section)
-            if total is not None:
-                return total
-    return parse_mib(_get(gpu, "memory total", "fb memory total", "total memory", "memory total mib", "vram"))
-
-
-def devices_from_tree(data):
-    """(driver_version, devices) from the key tree of `mthreads-gmi -q --json` (or of `-q` text
-    turned into the same tree). Key spellings are matched leniently."""
-    driver = None
-    if isinstance(data, dict):
-        driver = _text(_get(data, "driver version", "driver", "kmd version"))
-    devices = []
-    for gpu in _gpu_entries(data):
-        raw_index = _get(gpu, "index", "gpu index", "minor number", "id", "device id number")
-        name = _get(gpu, "product name", "name", "model", "product", "device name")
-        uuid = _get(gpu, "gpu uuid", "uuid")
-        entry = device(
-            _index(raw_index, len(devices)),
-            name if isinstance(name, str) else None,
-            uuid if isinstance(uuid, str) else None,
-            _memory_total(gpu),
-        )
-        if raw_index is None and entry["name"] is None and entry["uuid"] is None and entry["memory_total_mib"] is None:
-            continue  # a header with nothing under it is not a device
-        devices.append(entry)
-        if driver is None:
-            driver = _text(_get(gpu, "driver version"))
-    return driver, devices
-
-
-def parse_gmi_json(text):
-    """(driver_version, devices) from `mthreads-gmi -q --json`; (None, []) when it is not JSON."""
-    try:
-        data = json.loads(text or "")
-    except ValueError:
-        # some versions print a banner line before the document
-        start = (text or "").find("{")
-        if start <= 0:
-            return None, []
-        try:
-            data = json.loads(text[start:])
-        except ValueError:
-            return None, []
-    return devices_from_tree(data)
-
-
-# ---------------------------------------------------------------- mthreads-gmi -q text
-
-_DEVICE_KEYS = {"index", "product name", "gpu uuid"}
-_GPU_HEADER = re.compile(r"^GPU\s*[0-9A-Fa-f][0-9A-Fa-f:.]*$")
-
-
-def query_tree(text):
-    """Turn nvidia-smi-style `-q` text into a key tree: `Key : value` lines (any spacing around
-    the colon), indentation for sections, `GPU <id>` headers (or a repeated `Index`/`Product
-    Name` key) for devices. Devices are collected under "GPU"."""
-    root = {}
-    gpus = []
-    stack = [(-1, root)]
-    current_gpu = None
-    for raw in (text or "").splitlines():
-        line = raw.rstrip().replace("\t", "    ")
-        stripped = line.strip()
-        if not stripped or set(stripped) <= set("=-+| "):
-            continue
-        indent = len(line) - len(line.lstrip())
-        if _GPU_HEADER.match(stripped):
-            current_gpu = {"_header": stripped}
-            gpus.append(current_gpu)
-            stack = [(-1, root), (indent, current_gpu)]
-            continue
-        if ":" in stripped:
-            key, value = stripped.split(":", 1)
-            key, value = key.strip(), value.strip()
-        else:
-            key, value = stripped, ""
-        if not key:
-            continue
-        while len(stack) > 1 and stack[-1][0] >= indent:
-            stack.pop()
-        parent = stack[-1][1]
-        at_device_level = parent is current_gpu or parent is root
-        if at_device_level and _norm(key) in _DEVICE_KEYS and value:
-            # no `GPU <id>` header: a device-identifying key starts a device, and so does
-            # the same key again (flat output of several devices)
-            if current_gpu is None or (current_gpu.get("_implicit") and _get(current_gpu, key) is not None):
-                current_gpu = {"_implicit": True}
-                gpus.append(current_gpu)
-                stack = [(-1, root), (indent - 1, current_gpu)]
-                parent = current_gpu
-        if value:
-            parent.setdefault(key, value)
-        else:
-            section = {}
-            if key in parent and isinstance(parent[key], dict):
-                section = parent[key]
-            else:
-                parent[key] = section
-            stack.append((indent, section))
-    if gpus:
-        root["GPU"] = gpus
-    return root
-
-
-def parse_gmi_query(text):
-    """(driver_version, devices) from `mthreads-gmi -q` text (Driver Version, per-GPU Product Name,
-    GPU UUID, FB Memory Usage / Total)."""
-    return devices_from_tree(query_tree(text))
-
-
-# ---------------------------------------------------------------- mthreads-gmi table
-
-
-def parse_gmi_table(text):
-    """(driver_version, devices) from the default `mthreads-gmi` table (no flags), the command the
-    guide runs: rows like `0    MTT S4000   |00000000:08:00.0    |0%    0MiB(49152MiB)`."""
-    driver = None
-    devices = []
-    for line in (text or "").splitlines():
-        if driver is None:
-            match = _TABLE_DRIVER.search(line)
-            if match:
-                driver = match.group(1)
-        match = _TABLE_ROW.match(line)
-        if match:
-            devices.append(device(int(match.group(1)), match.group(2).strip(), None, int(match.group(5))))
-    return driver, devices
-
-
-# ---------------------------------------------------------------- nvidia-smi CSV
-
-
-def _csv_rows(text):
-    lines = [line for line in (text or "").splitlines() if line.strip()]
-    return list(csv.reader(lines, skipinitialspace=True))
-
-
-def parse_smi_csv(text, fields=NVIDIA_QUERY_FIELDS):
-    """(driver_version, devices) from `nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits]`.
-    With a header line (`index, name, uuid, memory.total [MiB], driver_version`) the header decides
-    which column is which; without one, `fields` gives the order. Units (` MiB`) are stripped; rows
-    whose column count does not match (warnings, error text) are skipped."""
-    rows = _csv_rows(text)
-    if not rows:
-        return None, []
-    columns = [_norm(f) for f in fields]
-    header_names = [_norm(re.sub(r"\[[^\]]*\]", "", cell)) for cell in rows[0]]
-    if "name" in header_names and ("index" in header_names or "uuid" in header_names or "memory total" in header_names):
-        columns = header_names
-        rows = rows[1:]
-    driver = None
-    devices = []
-    for position, row in enumerate(rows):
-        if len(row) != len(columns):
-            continue
-        record = dict(zip(columns, (cell.strip() for cell in row)))
-        index_text = record.get("index")
-        if index_text is not None and not re.match(r"^\d+$", index_text):
-            continue
-        name = record.get("name") or record.get("gpu name")
-        if _text(name) is None and _text(record.get("uuid")) is None:
-            continue
-        devices.append(
-            device(
-                _index(index_text, position),
-                name,
-                record.get("uuid") or record.get("gpu uuid"),
-                parse_mib(record.get("memory total")),
-            )
-        )
-        driver = driver or _text(record.get("driver version"))
-    return driver, devices
-
 
 # ---------------------------------------------------------------- hints
 
@@ -428,6 +118,10 @@ def _empty_result(vendor, tool):
         "command": None,
         "tool_output": "",
         "attempts": [],
+        "verified": None,
+        "no_device": None,
+        "nvlink": None,
+        "warnings": [],
     }
 
 
@@ -448,47 +142,118 @@ def _attempt(result, run, argv, parser, fmt):
     return driver, devices
 
 
+def _use(result, tool, argv, fmt, driver, devices):
+    result.update(
+        devices=devices,
+        driver_version=driver,
+        source_format=fmt,
+        command=" ".join([tool] + list(argv[1:])),
+        verified=fmt in VERIFIED_FORMATS,
+    )
+
+
+# mthreads-gmi's formats, most trusted first (shared/reference/real-programs.md, "GPU tools"): the plain table is
+# the one format seen in public captures of many versions (gmi 1.14 to 2.4, S80/S3000/S4000/S5000); `-q --json`
+# was seen once; no capture of `-q` text or of `-L` exists, their parsers follow secondary evidence
+# (tests/unit/data/accelerator/PROVENANCE-parsers.md) and what they find is reported as unverified.
+VERIFIED_FORMATS = ("table", "json", "csv")
+MUSA_FALLBACKS = (
+    (("-q", "--json"), parse_gmi_json, "json"),
+    (("-q",), parse_gmi_query, "query"),
+    (("-L",), lambda text: (None, parse_list(text)), "list"),
+)
+# What mthreads-gmi prints, with rc 0, when the driver sees no GPU (MooreThreads' musa_deploy checker tests).
+GMI_NO_DEVICE = re.compile(r"^Error: No MT GPU device found\.?\s*$", re.MULTILINE)
+
+
 def _probe_musa(tool_path, run):
     result = _empty_result("musa", "mthreads-gmi")
     result["tool_path"] = tool_path
-    plans = (
-        ([tool_path, "-q", "--json"], parse_gmi_json, "json"),
-        ([tool_path, "-q"], parse_gmi_query, "query"),
-        ([tool_path, "-L"], lambda text: (None, parse_list(text)), "list"),
-        ([tool_path], parse_gmi_table, "table"),
+    rc, out, err = run([tool_path])
+    driver, table = parse_gmi_table(out) if rc == 0 else (None, [])
+    result["attempts"].append(
+        {"command": "mthreads-gmi", "rc": rc, "format": "table", "devices": len(table), "output": _first_line(out, err)}
     )
-    for argv, parser, fmt in plans:
+    if table:
+        _use(result, "mthreads-gmi", [tool_path], "table", driver, table)
+        _compare_json(result, tool_path, run, table)
+        return result
+    said = GMI_NO_DEVICE.search(out + "\n" + err)
+    if rc == 0 and said:
+        # the tool answered: the driver sees no GPU. Other formats would only say it again.
+        result["no_device"] = said.group(0).strip()
+        return result
+    for args, parser, fmt in MUSA_FALLBACKS:
+        argv = [tool_path] + list(args)
         driver, devices = _attempt(result, run, argv, parser, fmt)
         if devices:
-            result.update(
-                devices=devices, driver_version=driver, source_format=fmt, command=" ".join(["mthreads-gmi"] + argv[1:])
-            )
-            if fmt == "list":
-                # -L has no memory and no driver: the plain table has both
-                t_driver, table = _attempt(result, run, [tool_path], parse_gmi_table, "table")
-                by_index = {d["index"]: d for d in table}
-                for dev in devices:
-                    if dev["index"] in by_index:
-                        dev["memory_total_mib"] = by_index[dev["index"]]["memory_total_mib"]
-                result["driver_version"] = t_driver
+            _use(result, "mthreads-gmi", argv, fmt, driver, devices)
+            if fmt not in VERIFIED_FORMATS:
+                result["warnings"].append(
+                    "the device list comes from `%s`, a format reconstructed without a public capture (its parser "
+                    "follows secondary evidence); the plain `mthreads-gmi` table, the verified format, listed no "
+                    "device (rc %d: %s)" % (result["command"], rc, _first_line(out, err) or "no output")
+                )
             break
     return result
+
+
+def _compare_json(result, tool_path, run, table):
+    """UUIDs from `-q --json` when it lists the same devices as the table; a warning when the counts differ."""
+    argv = [tool_path, "-q", "--json"]
+    _driver, listed = _attempt(result, run, argv, parse_gmi_json, "json")
+    if not listed:
+        return
+    if len(listed) != len(table):
+        result["warnings"].append(
+            "mthreads-gmi lists %d devices in its table but %d in `mthreads-gmi -q --json`; the table's count is used"
+            % (len(table), len(listed))
+        )
+        return
+    by_index = {d["index"]: d for d in listed}
+    for dev in table:
+        other = by_index.get(dev["index"])
+        if other and not dev["uuid"]:
+            dev["uuid"] = other["uuid"]
+
+
+def _smi_query(tool_path, run, result, fields):
+    """The CSV query; an old driver that does not know a field answers rc 2 `Field "x" is not a valid field to
+    query.`: ask again without it (index and name are always needed)."""
+    while True:
+        argv = [tool_path, "--query-gpu=%s" % ",".join(fields), "--format=csv,noheader,nounits"]
+        driver, devices = _attempt(result, run, argv, lambda text, asked=fields: parse_smi_csv(text, asked), "csv")
+        if devices:
+            return argv, driver, devices
+        unknown = SMI_UNKNOWN_FIELD.search(result["attempts"][-1]["output"])
+        if result["attempts"][-1]["rc"] != 2 or not unknown or unknown.group(1) not in fields[2:]:
+            return argv, None, []
+        result["warnings"].append(
+            "nvidia-smi does not know the query field %r (rc 2); asked again without it" % unknown.group(1)
+        )
+        fields = tuple(f for f in fields if f != unknown.group(1))
+
+
+SMI_UNKNOWN_FIELD = re.compile(r'Field "([^"]+)" is not a valid field to query')
 
 
 def _probe_cuda(tool_path, run):
     result = _empty_result("cuda", "nvidia-smi")
     result["tool_path"] = tool_path
-    plans = (
-        ([tool_path, NVIDIA_QUERY, "--format=csv,noheader,nounits"], parse_smi_csv, "csv"),
-        ([tool_path, "-L"], lambda text: (None, parse_list(text)), "list"),
-    )
-    for argv, parser, fmt in plans:
-        driver, devices = _attempt(result, run, argv, parser, fmt)
+    argv, driver, devices = _smi_query(tool_path, run, result, NVIDIA_QUERY_FIELDS)
+    if devices:
+        _use(result, "nvidia-smi", argv, "csv", driver, devices)
+    else:
+        argv = [tool_path, "-L"]
+        driver, devices = _attempt(result, run, argv, lambda text: (None, parse_list(text)), "list")
         if devices:
-            result.update(
-                devices=devices, driver_version=driver, source_format=fmt, command=" ".join(["nvidia-smi"] + argv[1:])
-            )
-            break
+            _use(result, "nvidia-smi", argv, "list", driver, devices)
+            result["verified"] = True
+    if len(devices) > 1:
+        rc, out, _err = run([tool_path, "topo", "-m"])
+        topo = parse_topo_matrix(out) if rc == 0 else None
+        if topo:
+            result["nvlink"] = topo["nvlink_pairs"] > 0
     return result
 
 
@@ -506,13 +271,17 @@ def _finish(result):
 def probe(vendor="auto", tool_dir=None, run=None, path=None):
     """Find and query the node's accelerators.
 
-    vendor: "musa" runs mthreads-gmi (-q --json, then -q, then -L, then the plain table); "cuda"
-    runs nvidia-smi (the CSV query, then -L); "auto" tries MUSA, then CUDA, and keeps the first
-    that lists devices (or, when none does, the first whose tool exists).
+    vendor: "musa" runs mthreads-gmi: its plain table first (the verified format; UUIDs from
+    `-q --json` when it lists as many devices), then `-q --json`, `-q` and `-L` only when the table
+    lists none (`Error: No MT GPU device found.` with rc 0 stops there: zero devices). "cuda" runs
+    nvidia-smi (the CSV query, asked again without a field an old driver rejects with rc 2, then
+    -L; `topo -m` for NVLink). "auto" tries MUSA, then CUDA, and keeps the first that lists devices
+    (or, when none does, the first whose tool exists).
     tool_dir: a directory searched before PATH. run: callable(argv) -> (rc, stdout, stderr).
 
     Returns {vendor, tool, tool_path, count, devices: [{index, name, uuid, memory_total_mib}],
-    driver_version, source_format, command, tool_output, attempts, searched}."""
+    driver_version, source_format, command, verified, no_device, nvlink, warnings, tool_output,
+    attempts, searched}."""
     run = run or default_run
     vendors = VENDORS if vendor in (None, "", "auto") else (vendor,)
     found = []
@@ -564,7 +333,8 @@ def problems_for(result, vendor, tool_dir=None, expected_count=None, expected_me
         elif vendor == "cuda":
             problems.append(
                 "no CUDA accelerator: nvidia-smi not found %s; install the NVIDIA driver (it ships nvidia-smi), "
-                "set slime_accelerator_tool_dir to its directory, or set slime_accelerator: musa for Moore Threads nodes"
+                "set slime_accelerator_tool_dir to its directory, or set slime_accelerator: musa for Moore Threads "
+                "nodes"
                 % where
             )
         else:
@@ -579,28 +349,38 @@ def problems_for(result, vendor, tool_dir=None, expected_count=None, expected_me
     tool = result.get("tool") or TOOLS.get(vendor_found, "the tool")
     devices = result.get("devices") or []
     if not devices:
+        if result.get("no_device"):
+            problems.append(
+                "no MUSA devices: %s (%s) says %r (exit 0): the MT driver sees no GPU. On the host check that the "
+                "mtgpu driver is loaded (lsmod | grep mtgpu, dmesg) and that IOMMU is on (Moore Threads FAQ: IOMMU "
+                "on, PCIe ACS redirect off); in a container the devices are not passed in (mt-container-toolkit bound "
+                "to Docker, --runtime mthreads, or --privileged)" % (tool, result.get("tool_path"), result["no_device"])
+            )
+            return problems
         said = result.get("tool_output")
         said = "it printed %r" % said if said else "it printed nothing"
         if vendor_found == "musa":
             problems.append(
                 "no MUSA devices: %s (%s) listed no GPU (%s); on the host this means the mtgpu driver is not loaded "
-                "or IOMMU is off (Moore Threads FAQ: IOMMU on, PCIe ACS redirect off, mt-container-toolkit bound to Docker); "
+                "or IOMMU is off (Moore Threads FAQ: IOMMU on, PCIe ACS redirect off, mt-container-toolkit bound to "
+                "Docker); "
                 "inside a container mthreads-gmi may print nothing, so run the check on the host, or count with "
                 "python -c 'import torch, torch_musa; print(torch.musa.device_count())' in the container"
                 % (tool, result.get("tool_path"), said)
             )
         else:
             problems.append(
-                "no %s devices: %s (%s) listed no GPU (%s); load the driver (a kernel update may need the module rebuilt) "
-                "and check that the node's GPUs are visible (lspci), or set slime_accelerator to the node's vendor"
+                "no %s devices: %s (%s) listed no GPU (%s); load the driver (a kernel update may need the module "
+                "rebuilt) and check that the node's GPUs are visible (lspci), or set slime_accelerator to the node's "
+                "vendor"
                 % (label, tool, result.get("tool_path"), said)
             )
         return problems
     count = len(devices)
     if expected_count is not None and count != expected_count:
         problems.append(
-            "found %d %s device%s (%s) with %s but slime_gpus_per_node is %d; set slime_gpus_per_node: %d for this host "
-            "(host_vars), or bring the missing devices back (check %s on the host, dmesg for the driver)"
+            "found %d %s device%s (%s) with %s but slime_gpus_per_node is %d; set slime_gpus_per_node: %d for this "
+            "host (host_vars), or bring the missing devices back (check %s on the host, dmesg for the driver)"
             % (count, label, "" if count == 1 else "s", _names(devices), tool, expected_count, count, tool)
         )
     if not expected_memory_mib and vendor_found == "musa":

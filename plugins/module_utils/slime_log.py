@@ -1,6 +1,7 @@
 # Reading slime's training log (what `ray job logs <id>` prints, as in the guide's
-# logs/qwen3-8B.log): metric lines, checkpoint saves, the placement-group wait,
-# the first error and the guide's FAQ hint for it. Standard library only; Python 3.8+.
+# logs/qwen3-8B.log): metric lines, checkpoint saves, the placement-group wait, the
+# first error, the fatal error (the exception of the last traceback) and the guide's
+# FAQ hint. Standard library only; Python 3.8+.
 #
 # Line format (slime.md §4.1): "<kind> <id>: <python dict repr>" with kind one of
 # step, rollout, passrate, eval, perf; the dict uses single quotes and bare
@@ -8,10 +9,12 @@
 # "[YYYY-MM-DD HH:MM:SS] file.py:NNN - " and, through Ray, an actor prefix such as
 # "(MegatronTrainRayActor pid=123) " or "(RolloutManager pid=45, ip=10.0.0.2) ";
 # Ray's de-duplicator may append " [repeated 3x across cluster]". ANSI codes are removed.
+#
+# An error line does not make a job failed: jobs print tracebacks they survive. The job's
+# status decides (progress_line(result, status)); the summary reports the first error and,
+# separately, the fatal one.
 from __future__ import annotations
 
-import ast
-import math
 import os
 import re
 
@@ -19,6 +22,20 @@ from ansible_collections.mtslime.posttrain.plugins.module_utils.logscan import (
     ERROR_PATTERNS,
     FirstErrorScanner,
     strip_ansi,
+)
+from ansible_collections.mtslime.posttrain.plugins.module_utils.pyrepr import json_safe, parse_payload
+from ansible_collections.mtslime.posttrain.plugins.module_utils.slime_faq import (
+    CONSEQUENCE_KINDS,
+    PG_HINT,
+    classify as classify_lines,
+)
+from ansible_collections.mtslime.posttrain.plugins.module_utils.tracebacks import (
+    CHAIN,
+    EXCEPTION_LINE,
+    HEADER,
+    TracebackScanner,
+    is_noise,
+    split_rank,
 )
 
 RAY_PREFIX = re.compile(
@@ -34,11 +51,16 @@ LOGGER_PREFIX = re.compile(
 METRIC = re.compile(r"^(?P<kind>step|rollout|passrate|eval|perf|critic-step) (?P<id>\d+): (?P<payload>\{.*\})\s*$")
 SAVED = re.compile(r"successfully saved checkpoint from iteration\s+(?P<it>\d+)(?:\s+to\s+(?P<path>\S+))?")
 LOADED = re.compile(r"successfully loaded checkpoint from (?P<path>\S+).*?at iteration\s+(?P<it>\d+)")
+# slime/ray/placement_group.py (HEAD L64-67), every 30 s while the group cannot be placed, without a time limit:
+# f"Waiting for placement group of {num_gpus} GPUs (elapsed {elapsed}s): {total:g} GPUs registered with Ray,
+# {available:g} available."
+_G = r"[\d.]+(?:e[+-]?\d+)?"
 PG_WAIT = re.compile(
     r"Waiting for placement group of (?P<needed>\d+) GPUs \(elapsed (?P<elapsed>\d+)s\): "
-    r"(?P<registered>[\d.]+) GPUs registered with Ray, (?P<available>[\d.]+) available"
+    r"(?P<registered>%s) GPUs registered with Ray, (?P<available>%s) available" % (_G, _G)
 )
-EXCEPTION_LINE = re.compile(r"^\s*(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Interrupt)\b:?")
+# Printed once the group is placed (same file, L89-92): "  bundle    0, actual_bundle_index:    0, node: ..., gpu: 0"
+PG_PLACED = re.compile(r"^\s*bundle\s+\d+, actual_bundle_index:")
 
 THROUGHPUT_KEYS = (
     "perf/tokens_per_gpu_per_sec",
@@ -52,218 +74,38 @@ IGNORE = (
     re.compile(r"\bno_load_optim\b|\bno_load_rng\b"),
 )
 PG_WAIT_HINT_AFTER = 60  # seconds of waiting for the placement group before it is worth a hint
-
-# The guide's FAQ as data. The first entry whose patterns match the first error
-# (its line and the lines after it, through the end of a traceback) gives `kind`
-# and `hint`. `near` entries also match when a device error follows one of those
-# lines shortly before the error (SGLang prints "Capturing batches" first).
-HINTS = (
-    {
-        "kind": "graph_capture",
-        "faq": "Q2, §4.3.2",
-        "error": (
-            r"MUSA error 900",
-            r"operation not permitted when stream is capturing",
-            r"StreamCaptureUnsupported",
-            r"Capture (?:cuda|musa) graph failed",
-            r"torch_memory_saver",
-        ),
-        "near": (r"Capturing batches",),
-        "near_error": (r"MUSA error", r"CUDA error", r"RuntimeError"),
-        "hint": (
-            "SGLang failed while capturing device graphs (MUSA error 900 / 'operation not permitted when stream is "
-            "capturing' near 'Capturing batches'): torch_memory_saver and graph capture do not work together on this "
-            "MUSA stack. Check --sglang-cuda-graph-max-bs 64 against the MUSA and torch_memory_saver versions; to "
-            "confirm, rerun with --sglang-disable-cuda-graph (guide §4.3.2 and FAQ Q2)."
-        ),
-    },
-    {
-        "kind": "oom",
-        "faq": "Q4",
-        "error": (r"out of memory", r"OutOfMemoryError", r"\bOOM\b", r"ERROR_OUT_OF_MEMORY", r"ALLOC_FAILED"),
-        "hint": (
-            "Device memory ran out. Confirm the 4+4 split of training and rollout GPUs took effect, then change one "
-            "thing at a time, in this order (FAQ Q4): 1. lower --sglang-mem-fraction-static (0.7); 2. lower "
-            "--rollout-batch-size (16) or --n-samples-per-prompt (8); 3. shorten --rollout-max-response-len (512); "
-            "4. lower --max-tokens-per-gpu (8192); 5. look for other processes using the GPUs (mthreads-gmi)."
-        ),
-    },
-    {
-        "kind": "hf_validate",
-        "faq": "Q3",
-        "error": (r"hf_validate_args failed",),
-        "hint": (
-            "slime compared MODEL_ARGS (scripts/models/qwen3-8B.sh) with the Hugging Face config.json of "
-            "--hf-checkpoint and they differ (hidden size, heads, layers, FFN size, norm eps or rope_theta): source the "
-            "model script that matches /data/models/Qwen3-8B/config.json and pass ${MODEL_ARGS[@]} to train.py."
-        ),
-    },
-    {
-        "kind": "ray_ports",
-        "faq": "Q1",
-        "error": (r"Could not find any running Ray instance", r"Failed to connect to GCS", r"answers with HTTP/2"),
-        "hint": (
-            "Ray was not found at the address used (FAQ Q1): `ray status` needs the GCS port "
-            "(ray status --address=127.0.0.1:64379); `ray job submit` and RAY_ADDRESS need the dashboard port "
-            "(http://<head>:8772). Check that the head runs (ray start --head --port=64379 --dashboard-port=8772)."
-        ),
-    },
-    {
-        "kind": "router_connect",
-        "faq": "slime #1026/#1615",
-        "error": (
-            r"ConnectError",
-            r"All connection attempts failed",
-            r"sglang_router",
-            r"Max retries exceeded",
-            r"ProxyError",
-            r"502 Bad Gateway",
-        ),
-        "hint": (
-            "The rollout side could not reach an SGLang server or the router: either an HTTP proxy intercepts "
-            "local traffic (set no_proxy=127.0.0.1,localhost,<node IPs> in runtime_env env_vars; the guide exports "
-            "no_proxy) or an SGLang server crashed earlier (look for an OOM or graph-capture error of SGLangEngine "
-            "in the Ray dashboard)."
-        ),
-    },
-    {
-        "kind": "missing_path",
-        "faq": "Q3",
-        "error": (r"FileNotFoundError", r"No such file or directory"),
-        "hint": (
-            "A model, data or checkpoint path does not exist inside the container (FAQ Q3): every path is a container "
-            "path; check ls -ld /data/models/Qwen3-8B /data/LLMs/MCORE/Qwen3-8B_slime /data/models/data and the "
-            "docker -v mounts."
-        ),
-    },
-    {
-        "kind": "collective",
-        "faq": "Q2",
-        "error": (
-            r"\b[MN]CCL error",
-            r"ProcessGroup[MN]CCL",
-            r"Watchdog caught collective operation timeout",
-            r"\bmccl\b.*(?:fail|error|timeout)",
-        ),
-        "hint": (
-            "A collective (MCCL) operation failed or timed out (FAQ Q2). If another error comes before it on a "
-            "different rank, that one is the cause; otherwise check the node's network interfaces and MCCL settings "
-            "(MCCL_IB_GID_INDEX, GLOO_SOCKET_IFNAME) and that no other process holds the GPUs."
-        ),
-    },
-    {
-        "kind": "scheduler_dead",
-        "faq": "Q2",
-        "error": (r"scheduler is dead",),
-        "hint": (
-            "'scheduler is dead' is a consequence, not the cause (FAQ Q2): no earlier OOM, kernel, MCCL or "
-            "graph-capture error is in this log, so look in the SGLangEngine actor's own log (Ray dashboard) for the "
-            "first one. If it mentions Capturing batches, torch_memory_saver or 'operation not permitted when stream "
-            "is capturing', check --sglang-cuda-graph-max-bs and try --sglang-disable-cuda-graph."
-        ),
-    },
-    {
-        "kind": "device_error",
-        "faq": "Q2",
-        "error": (r"MUSA error", r"CUDA error", r"illegal memory access", r"device-side assert"),
-        "hint": (
-            "A device kernel failed (FAQ Q2). 'illegal memory access' inside SGLang often goes away with a lower "
-            "--sglang-mem-fraction-static (slime qa.md); set MUSA_LAUNCH_BLOCKING=1 in runtime_env env_vars to find "
-            "the kernel."
-        ),
-    },
-)
-PG_HINT = {
-    "kind": "placement_group",
-    "faq": "slime qa.md",
-    "hint": (
-        "slime is waiting for a placement group of {needed} GPUs but Ray has {registered} registered ({available} "
-        "available) after {elapsed}s: not enough GPUs are registered with Ray (actor GPUs + rollout GPUs = 4 + 4 in "
-        "the guide). Check `ray status --address=127.0.0.1:64379`, that every node joined and that Ray sees the MUSA "
-        "devices (start Ray with --num-gpus), and that no other job holds GPUs."
-    ),
-}
-
-
-def _compiled(patterns):
-    return tuple(re.compile(p, re.IGNORECASE) for p in patterns)
-
-
-_HINT_RULES = tuple(
-    dict(
-        entry,
-        _error=_compiled(entry["error"]),
-        _near=_compiled(entry.get("near", ())),
-        _near_error=_compiled(entry.get("near_error", ())),
-    )
-    for entry in HINTS
-)
+ERROR_WINDOW_EXTRA = 3  # lines after a one-line error (or after a traceback's exception line) the hint rules see
+# Ray's job statuses that mean the job has ended without success: only then is an error "the failure".
+ENDED_BADLY = ("FAILED", "STOPPED")
 
 
 # -- line parsing ---------------------------------------------------------------
-def clean_line(line):
-    """The message of a log line: ANSI codes, Ray's actor prefix, Ray's repeat
-    suffix and slime's logger prefix removed."""
+def message_of(line):
+    """(message, source, plain) of a log line: the message with ANSI codes, Ray's actor prefix,
+    Ray's repeat suffix and slime's logger prefix removed, its indentation kept (tracebacks need
+    it); source "pid=N" for a Ray actor's line, else ""; plain is False when slime's logger wrote it."""
     line = strip_ansi(line).rstrip("\r\n")
-    line = RAY_PREFIX.sub("", line, count=1)
+    source = ""
+    match = RAY_PREFIX.match(line)
+    if match:
+        source = "pid=%s" % match.group("pid") if match.group("pid") else "raylet"
+        line = line[match.end():]
     line = REPEATED.sub("", line)
-    return LOGGER_PREFIX.sub("", line, count=1).strip()
+    logged = LOGGER_PREFIX.match(line)
+    if logged and logged.end() > 0:
+        line = line[logged.end():]
+    return line.rstrip(), source, not logged
+
+
+def clean_line(line):
+    """The message of a log line: ANSI codes, Ray's actor prefix, Ray's repeat suffix and slime's
+    logger prefix removed, and stripped."""
+    return message_of(line)[0].strip()
 
 
 def actor_of(line):
     match = RAY_PREFIX.match(strip_ansi(line))
     return (match.group("actor") or "") if match and "pid=" in match.group(0) else None
-
-
-class _Unsupported(ValueError):
-    pass
-
-
-_NAMES = {
-    "nan": float("nan"),
-    "NaN": float("nan"),
-    "inf": float("inf"),
-    "Infinity": float("inf"),
-    "True": True,
-    "False": False,
-    "None": None,
-}
-
-
-def _eval(node):
-    if isinstance(node, ast.Constant):
-        return node.value
-    if isinstance(node, ast.Name) and node.id in _NAMES:
-        return _NAMES[node.id]
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        value = _eval(node.operand)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return -value if isinstance(node.op, ast.USub) else value
-        raise _Unsupported("sign on a non-number")
-    if isinstance(node, ast.Dict):
-        return {_eval(k): _eval(v) for k, v in zip(node.keys, node.values) if k is not None}
-    if isinstance(node, (ast.List, ast.Tuple)):
-        return [_eval(item) for item in node.elts]
-    if isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords:
-        # numpy / torch scalars: np.float64(0.5), tensor(0.5)
-        value = _eval(node.args[0])
-        if isinstance(value, (int, float)):
-            return value
-    if hasattr(ast, "Num") and isinstance(node, getattr(ast, "Num")):  # pragma: no cover (Python < 3.8 trees)
-        return node.n
-    if hasattr(ast, "Str") and isinstance(node, getattr(ast, "Str")):  # pragma: no cover
-        return node.s
-    raise _Unsupported(node.__class__.__name__)
-
-
-def parse_payload(text):
-    """A metric dict repr (single quotes, bare nan/inf/-inf) -> dict, or None."""
-    try:
-        tree = ast.parse(text.strip(), mode="eval")
-        value = _eval(tree.body)
-    except (SyntaxError, ValueError, RecursionError):
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def parse_metric(line):
@@ -277,70 +119,65 @@ def parse_metric(line):
     return match.group("kind"), int(match.group("id")), payload
 
 
-def json_safe(value):
-    """nan / inf / -inf become the strings 'nan', 'inf', '-inf' (JSON has no such numbers)."""
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "nan"
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        return value
-    if isinstance(value, dict):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    return value
-
-
-# -- the first error and its hint -------------------------------------------------
+# -- errors and their hints -------------------------------------------------------
 def new_error_scanner(before=20, after=60):
     """A FirstErrorScanner for slime logs: Ray/logger prefixes removed before matching,
     a wide window kept so the hint can see the end of a traceback."""
     return FirstErrorScanner(context=after, before=before, patterns=ERROR_PATTERNS, ignore=IGNORE, clean=clean_line)
 
 
-def _error_window(found, extra=3):
-    """The cleaned lines that make up the first error: for a traceback, through its first
-    exception line (plus `extra` lines); otherwise the line and `extra` lines after it.
-    Later, unrelated errors stay out, so they cannot decide the hint."""
-    first = clean_line(found["line"])
-    after = [clean_line(item) for item in found.get("context") or []]
-    if "Traceback" not in first:
-        return [first] + after[:extra]
+def _meaningful(lines):
+    """Cleaned lines without torch's rank prefix and without launcher noise."""
+    out = []
+    for item in lines:
+        text = split_rank(clean_line(item))[1].strip()
+        if not is_noise(text):
+            out.append(text)
+    return out
+
+
+def _error_window(found, extra=ERROR_WINDOW_EXTRA):
+    """The lines that make up the first error: for a traceback, through its first exception
+    line (plus `extra` lines); otherwise the line and `extra` lines after it. Later, unrelated
+    errors and launcher noise stay out, so they cannot decide the hint."""
+    first = _meaningful([found["line"]])
+    after = _meaningful(found.get("context") or [])
+    if not first or "Traceback" not in first[0]:
+        return first + after[:extra]
     for index, item in enumerate(after):
         if EXCEPTION_LINE.match(item):
-            return [first] + after[: index + 1 + extra]
-    return [first] + after
+            return first + after[: index + 1 + extra]
+    return first + after
 
 
 def classify(found):
     """(kind, faq, hint) for a first-error dict from new_error_scanner, or ('error', None, None)."""
-    error_text = "\n".join(_error_window(found))
-    before_text = "\n".join(clean_line(item) for item in (found.get("before") or []))
-    for rule in _HINT_RULES:
-        if any(p.search(error_text) for p in rule["_error"]):
-            return rule["kind"], rule["faq"], rule["hint"]
-        if (
-            rule["_near"]
-            and any(p.search(before_text) for p in rule["_near"])
-            and any(p.search(error_text) for p in rule["_near_error"])
-        ):
-            return rule["kind"], rule["faq"], rule["hint"]
-    return "error", None, None
+    return classify_lines(_error_window(found), _meaningful(found.get("before") or []))
+
+
+def _exception_after(found):
+    """The exception line that ends the traceback whose header is found["line"]: the first line of
+    the same writer (Ray actor, rank) after it that is not a frame, a blank or a chain line."""
+    head, source, _plain = message_of(found["line"])
+    rank = split_rank(head)[0]
+    for raw in found.get("context") or []:
+        text, line_source, _plain = message_of(raw)
+        line_rank, text = split_rank(text)
+        if line_source != source or line_rank != rank or is_noise(text):
+            continue
+        stripped = text.strip()
+        if stripped and not text[:1].isspace() and stripped not in CHAIN and HEADER not in stripped:
+            return stripped
+    return None
 
 
 def describe_error(found, context_lines=5):
-    """The first_error result: {lineno, line, kind, faq, exception, context, context_start}."""
+    """The first_error result: {lineno, line, kind, faq, exception, rank, context, context_start}."""
     kind, faq, hint = classify(found)
-    cleaned = [clean_line(item) for item in found.get("context") or []]
-    exception = None
-    if EXCEPTION_LINE.match(clean_line(found["line"])) and not clean_line(found["line"]).startswith("Traceback"):
-        exception = clean_line(found["line"])
-    else:
-        for item in cleaned:
-            if EXCEPTION_LINE.match(item):
-                exception = item
-                break
+    rank, head = split_rank(clean_line(found["line"]))
+    exception = head if EXCEPTION_LINE.match(head) else None
+    if HEADER in head:
+        exception = _exception_after(found)
     before = (found.get("before") or [])[-context_lines:] if context_lines else []
     after = (found.get("context") or [])[: max(context_lines * 2, 0)]
     return {
@@ -349,8 +186,28 @@ def describe_error(found, context_lines=5):
         "kind": kind,
         "faq": faq,
         "exception": exception,
+        "rank": rank,
         "context": before + [found["line"]] + after,
         "context_start": found["lineno"] - len(before),
+    }, hint
+
+
+def describe_fatal(block):
+    """The fatal_error result from a TracebackScanner block: {lineno, line, exception, type, kind,
+    faq, rank, actor_pid, traceback_start, task}, and its hint."""
+    kind, faq, hint = classify_lines(block["text"], block["before"])
+    source = block.get("source") or ""
+    return {
+        "lineno": block["lineno"],
+        "line": block["line"],
+        "exception": block["exception"].strip(),
+        "type": block["type"],
+        "kind": kind,
+        "faq": faq,
+        "rank": block["rank"],
+        "actor_pid": int(source[4:]) if source.startswith("pid=") else None,
+        "traceback_start": block["traceback_start"],
+        "task": block["task"],
     }, hint
 
 
@@ -412,11 +269,89 @@ class Summary:
                     "lineno": lineno,
                 }
                 self.progress_after_wait = False
+        elif self.pg_wait is not None and PG_PLACED.match(message):
+            self.progress_after_wait = True
 
     def waiting_for_gpus(self):
         if self.pg_wait is None or self.progress_after_wait:
             return None
-        return dict(self.pg_wait)
+        return gpu_wait(self.pg_wait)
+
+
+def _g(value):
+    return "%g" % value
+
+
+def gpu_wait(wait):
+    """waiting_for_gpus from slime's wait line: needed / registered / available GPUs, how many are
+    missing (needed - available), how many of those Ray does not know at all (needed - registered)
+    and how many are registered but held by others, with a sentence that says so."""
+    needed, registered, available = wait["needed"], wait["registered"], wait["available"]
+    missing = max(0.0, needed - available)
+    unregistered = max(0.0, needed - registered)
+    busy = max(0.0, missing - unregistered)
+    parts = []
+    if unregistered:
+        parts.append("%s not registered with Ray" % _g(unregistered))
+    if busy:
+        parts.append("%s registered but in use" % _g(busy))
+    message = "slime has waited %ds for a placement group of %d GPUs: Ray has %s registered, %s available; %s" % (
+        wait["elapsed"],
+        needed,
+        _g(registered),
+        _g(available),
+        ("%s missing (%s)" % (_g(missing), ", ".join(parts))) if missing else "none missing, the group is being placed",
+    )
+    return dict(wait, missing=missing, unregistered=unregistered, busy=busy, message=message)
+
+
+class _Scan:
+    """Pass 1 over the whole log: first error, fatal error, step counts."""
+
+    def __init__(self, before=20, after=60):
+        self.errors = new_error_scanner(before=before, after=after)
+        self.tracebacks = TracebackScanner(before=before)
+        self.steps = 0
+        self.first_step = None
+        self.last_step_lineno = 0
+        self.total = 0
+
+    def feed(self, raw):
+        self.total += 1
+        self.errors.feed(raw)
+        message, source, plain = message_of(raw)
+        self.tracebacks.feed(self.total, strip_ansi(raw).rstrip("\r\n"), message, source, plain)
+        if "step " in message:
+            match = METRIC.match(message.strip())
+            if match and match.group("kind") == "step":
+                self.steps += 1
+                self.last_step_lineno = self.total
+                if self.first_step is None:
+                    self.first_step = int(match.group("id"))
+
+    def errors_and_hint(self, context_lines):
+        """(first_error, fatal_error, hint, hint_from). A traceback that training steps followed was
+        survived: it stays the first error (a warning) but is not the fatal one. The first error gives
+        the hint when there is no fatal error, or when it is the fatal one's cause: it came after the
+        last step, before the fatal error, and has a kind of its own while the fatal one is a
+        consequence (a dead scheduler after an OOM) or has none."""
+        found = self.errors.result()
+        first, first_hint = describe_error(found, context_lines) if found else (None, None)
+        block = self.tracebacks.fatal()
+        if block is None or block["lineno"] <= self.last_step_lineno:
+            return first, None, first_hint, "first_error" if first_hint else None
+        fatal, fatal_hint = describe_fatal(block)
+        vague = CONSEQUENCE_KINDS | {"error"}
+        cause = (
+            first is not None
+            and first_hint
+            and self.last_step_lineno < first["lineno"] < fatal["lineno"]
+            and fatal["kind"] in vague
+            and first["kind"] not in vague
+        )
+        if cause:
+            return first, fatal, first_hint, "first_error"
+        return first, fatal, fatal_hint, "fatal_error" if fatal_hint else None
 
 
 def _number(value):
@@ -425,14 +360,16 @@ def _number(value):
     return None
 
 
-def build_result(summary, steps, first, hint, tail, total_lines):
+def build_result(summary, scan, tail, context_lines=5, status=None):
     step = summary.last.get("step")
     rollout = summary.last.get("rollout")
     passrate = summary.last.get("passrate")
     evaluation = summary.last.get("eval")
+    first, fatal, hint, hint_from = scan.errors_and_hint(context_lines)
     result = {
+        "first_step": scan.first_step,
         "last_step": step[0] if step else None,
-        "steps": steps,
+        "steps": scan.steps,
         "last_rollout": rollout[0] if rollout else None,
         "reward": json_safe(_number(rollout[1].get("rollout/raw_reward"))) if rollout else None,
         "pass_at_k": json_safe({k.split("/", 1)[-1]: v for k, v in passrate[1].items()}) if passrate else {},
@@ -447,15 +384,23 @@ def build_result(summary, steps, first, hint, tail, total_lines):
         "loaded_checkpoint": summary.loaded_checkpoint,
         "waiting_for_gpus": summary.waiting_for_gpus(),
         "first_error": first,
+        "fatal_error": fatal,
         "hint": hint,
+        "hint_from": hint_from,
         "tail": tail,
-        "lines": total_lines,
+        "lines": scan.total,
     }
     waiting = result["waiting_for_gpus"]
     if hint is None and waiting and waiting["elapsed"] >= PG_WAIT_HINT_AFTER:
-        fmt = {k: ("%g" % v if isinstance(v, float) else v) for k, v in waiting.items()}
-        result["hint"] = PG_HINT["hint"].format(**fmt)
-    result["progress"] = progress_line(result)
+        why = []
+        if waiting["unregistered"]:
+            why.append(PG_HINT["unregistered"].format(unregistered=_g(waiting["unregistered"])))
+        if waiting["busy"]:
+            why.append(PG_HINT["busy"].format(busy=_g(waiting["busy"])))
+        fmt = {k: (_g(v) if isinstance(v, float) else v) for k, v in waiting.items()}
+        result["hint"] = PG_HINT["hint"].format(why=" ".join(why), **fmt).replace("  ", " ")
+        result["hint_from"] = "waiting_for_gpus"
+    result["progress"] = progress_line(result, status)
     return result
 
 
@@ -465,13 +410,11 @@ def _fmt(value):
     return str(value)
 
 
-def progress_line(result):
-    if result["first_error"]:
-        err = result["first_error"]
-        text = "failed: %s (line %d)" % ((err.get("exception") or err["line"])[:160], err["lineno"])
-        if result["last_step"] is not None:
-            text += " after step %d" % result["last_step"]
-        return text
+def _short(text, limit=160):
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _metrics(result):
     parts = []
     if result["last_step"] is not None:
         parts.append("step %d (%d steps logged)" % (result["last_step"], result["steps"]))
@@ -497,27 +440,55 @@ def progress_line(result):
     waiting = result["waiting_for_gpus"]
     if waiting:
         parts.append(
-            "waiting %ds for %d GPUs (%g registered, %g available)"
-            % (waiting["elapsed"], waiting["needed"], waiting["registered"], waiting["available"])
+            "waiting %ds for %d GPUs (%g registered, %g available, %g missing)"
+            % (waiting["elapsed"], waiting["needed"], waiting["registered"], waiting["available"], waiting["missing"])
         )
-    if not parts:
-        return "no training step logged yet"
-    return ", ".join(parts)
+    return ", ".join(parts) if parts else "no training step logged yet"
 
 
-def _scan_full(lines, before=20, after=60):
-    """Pass 1 over the whole log: first error (from the beginning) and step count."""
-    scanner = new_error_scanner(before=before, after=after)
-    steps = 0
-    total = 0
-    for raw in lines:
-        total += 1
-        scanner.feed(raw)
-        if "step " in raw:
-            message = clean_line(raw)
-            if message.startswith("step ") and METRIC.match(message):
-                steps += 1
-    return scanner.result(), steps, total
+def _error_text(error):
+    text = _short(error.get("exception") or clean_line(error["line"]))
+    if error.get("task"):
+        text += " [in %s]" % error["task"]
+    elif error.get("rank") is not None:
+        text += " [rank %d]" % error["rank"]
+    return text
+
+
+def progress_line(result, status=None):
+    """One line for people. The job's Ray status decides whether an error is the failure:
+    FAILED / STOPPED show the fatal exception line and the FAQ hint; any other status (or none)
+    shows the run's progress and mentions an error only as a warning."""
+    status = (status or "").upper() or None
+    fatal, first = result.get("fatal_error"), result.get("first_error")
+    cause = first if (result.get("hint_from") == "first_error" and fatal and first
+                      and first["lineno"] != fatal["lineno"]) else None
+    error = fatal or first
+    if status in ENDED_BADLY:
+        text = status + ((" after step %d" % result["last_step"]) if result["last_step"] is not None else "")
+        if fatal:
+            text += ": %s (line %d)" % (_error_text(fatal), fatal["lineno"])
+        elif first:
+            text += "; no exception after the last step; first error (line %d): %s" % (
+                first["lineno"],
+                _error_text(first),
+            )
+        else:
+            text += "; the log has no error line"
+        if cause:
+            text += "; caused by line %d: %s" % (cause["lineno"], _error_text(cause))
+        if result.get("hint"):
+            faq = (cause or error or {}).get("faq")
+            text += " -- %s%s" % (("FAQ %s: " % faq) if faq else "", result["hint"])
+        return text
+    text = _metrics(result)
+    if status:
+        text = "%s: %s" % (status, text)
+    if error:
+        text += "; %s at line %d: %s" % ("warning: error" if status else "error", error["lineno"], _error_text(error))
+        if cause:
+            text += " (caused by line %d: %s)" % (cause["lineno"], _error_text(cause))
+    return text
 
 
 def _tail_lines(text, start_lineno, tail_lines):
@@ -529,11 +500,12 @@ def _tail_lines(text, start_lineno, tail_lines):
     return summary, tail
 
 
-def summarize_text(text, max_bytes=0, tail_lines=20, context_lines=5):
+def summarize_text(text, max_bytes=0, tail_lines=20, context_lines=5, status=None):
     """Summary of a whole log held in memory (for example from the Jobs API)."""
     lines = text.splitlines()
-    found, steps, total = _scan_full(lines)
-    first, hint = describe_error(found, context_lines) if found else (None, None)
+    scan = _Scan()
+    for raw in lines:
+        scan.feed(raw)
     data = text.encode("utf-8", errors="replace")
     if max_bytes and len(data) > max_bytes:
         chunk = data[-max_bytes:].decode("utf-8", errors="replace")
@@ -541,18 +513,18 @@ def summarize_text(text, max_bytes=0, tail_lines=20, context_lines=5):
         chunk = chunk[cut + 1 :] if cut >= 0 else ""
     else:
         chunk = text
-    start = total - len(chunk.splitlines()) + 1
+    start = scan.total - len(chunk.splitlines()) + 1
     summary, tail = _tail_lines(chunk, start, tail_lines)
-    result = build_result(summary, steps, first, hint, tail, total)
+    result = build_result(summary, scan, tail, context_lines, status)
     result["bytes"] = len(data)
     result["bytes_read"] = min(len(data), max_bytes) if max_bytes else len(data)
     return result
 
 
-def summarize_file(path, max_bytes=0, tail_lines=20, context_lines=5):
-    """Summary of a log file: the first error from its beginning (streamed), the metrics
-    from at most its last `max_bytes` bytes (0 = all). Reads only the bytes present
-    when it starts, so a log that grows meanwhile gives a consistent answer."""
+def summarize_file(path, max_bytes=0, tail_lines=20, context_lines=5, status=None):
+    """Summary of a log file: the first and the fatal error and the step counts from its whole
+    text (streamed), the metrics from at most its last `max_bytes` bytes (0 = all). Reads only
+    the bytes present when it starts, so a log that grows meanwhile gives a consistent answer."""
     size = os.path.getsize(path)
 
     def limited(handle):
@@ -563,18 +535,19 @@ def summarize_file(path, max_bytes=0, tail_lines=20, context_lines=5):
             consumed += len(raw)
             yield raw.decode("utf-8", errors="replace")
 
+    scan = _Scan()
     with open(path, "rb") as handle:
-        found, steps, total = _scan_full(limited(handle))
+        for raw in limited(handle):
+            scan.feed(raw)
         offset = max(0, size - max_bytes) if max_bytes else 0
         handle.seek(offset)
         chunk = handle.read(size - offset).decode("utf-8", errors="replace")
     if offset > 0:
         cut = chunk.find("\n")
         chunk = chunk[cut + 1 :] if cut >= 0 else ""
-    first, hint = describe_error(found, context_lines) if found else (None, None)
-    start = total - len(chunk.splitlines()) + 1
+    start = scan.total - len(chunk.splitlines()) + 1
     summary, tail = _tail_lines(chunk, start, tail_lines)
-    result = build_result(summary, steps, first, hint, tail, total)
+    result = build_result(summary, scan, tail, context_lines, status)
     result["bytes"] = size
     result["bytes_read"] = size - offset
     return result

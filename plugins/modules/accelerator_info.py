@@ -11,8 +11,15 @@ version_added: "0.1.0"
 description:
   - Runs C(mthreads-gmi) (MUSA) or C(nvidia-smi) (CUDA) on the node host and returns the devices it lists,
     with model name, UUID, frame-buffer memory and driver version.
-  - "C(mthreads-gmi) is asked for C(-q --json) first, then C(-q), then C(-L) (lines C(GPU 0: ...) or
-    C(GPU 0 : ...)), then its plain table; C(nvidia-smi) for a C(--query-gpu) CSV, then C(-L)."
+  - "C(mthreads-gmi) is read from its plain table first, the one format seen in public captures of many versions
+    (UUIDs are added from C(-q --json) when it lists as many devices; a different count is a warning). Only when the
+    table lists no device are C(-q --json), C(-q) and C(-L) (C(GPU 0: ...) or C(GPU 0 : ... (UUID : ...)), UUIDs with
+    or without C(GPU-)) tried; C(-q) text and C(-L) have no public capture, so devices read from them come with
+    RV(accelerator.verified=false) and a warning. C(Error: No MT GPU device found.) (printed with exit code 0) means
+    zero devices, with its own message."
+  - "C(nvidia-smi) is asked for a C(--query-gpu) CSV (asked again without a field that an old driver rejects with exit
+    code 2, C(Field \"x\" is not a valid field to query.)), then C(-L); with more than one device C(nvidia-smi topo -m)
+    tells whether NVLink joins them (its ANSI-underlined header is read as plain text)."
   - "Compares what it finds with O(expected_count) and O(expected_memory_mib) and returns every
     difference as a sentence in RV(problems). A MUSA card that shows 32768 MiB where 49152 MiB is
     expected (always so for an MTT S4000) gets the IOMMU hint (IOMMU off; containers may then see 0
@@ -85,18 +92,34 @@ accelerator:
       description: Number of devices listed.
       type: int
     devices:
-      description: "One dict per device: C(index), C(name), C(uuid), C(memory_total_mib) (null when the format has no memory)."
+      description: "One dict per device: C(index), C(name), C(uuid), C(memory_total_mib) (null when the format has no
+        memory)."
       type: list
       elements: dict
     driver_version:
       description: Driver version the tool reports, when it does.
       type: str
     source_format:
-      description: "Output the devices were read from: V(json), V(query), V(list), V(table) (mthreads-gmi) or V(csv), V(list) (nvidia-smi)."
+      description: "Output the devices were read from: V(table), V(json), V(query), V(list) (mthreads-gmi) or V(csv),
+        V(list) (nvidia-smi)."
       type: str
     command:
       description: The command line whose output was used.
       type: str
+    verified:
+      description: Whether the devices were read from a format recorded from the real tool (V(false) for
+        C(mthreads-gmi -q) text and C(-L), reconstructed without a public capture); null without devices.
+      type: bool
+    no_device:
+      description: "C(mthreads-gmi)'s own C(Error: No MT GPU device found.) when it printed that (zero devices)."
+      type: str
+    nvlink:
+      description: Whether C(nvidia-smi topo -m) shows NVLink between the GPUs; null when not asked or not known.
+      type: bool
+    warnings:
+      description: What the probe found doubtful (an unverified format, two formats that disagree on the count).
+      type: list
+      elements: str
     tool_output:
       description: First non-empty line the tool printed (useful when it listed no devices).
       type: str
@@ -133,6 +156,8 @@ def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = module.params
     result = probe(params["vendor"], params["tool_dir"])
+    for warning in result.get("warnings") or []:
+        module.warn(warning)
     problems = problems_for(
         result, params["vendor"], params["tool_dir"], params["expected_count"], params["expected_memory_mib"]
     )

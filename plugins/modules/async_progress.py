@@ -94,9 +94,17 @@ result:
   type: dict
 first_error:
   description:
-    - First error line of O(log_file) with its line number and the lines after it; for a Python traceback,
-      C(exception) is the line that ends it.
+    - "First error line of O(log_file) with its line number and the lines after it; for a Python traceback,
+      C(exception) is the line that ends it. Under torch's launcher the C([rank0]: ) prefix is removed and the
+      launcher's noise (c10d's C(destroy_process_group()) warning, torchrun's agent lines) is never an error."
   returned: when the task failed and O(log_file) is set
+  type: dict
+fatal_error:
+  description:
+    - "The exception line (C(Xxx: message), rank prefix removed) of the last traceback in O(log_file) that is not
+      torchrun's own C(ChildFailedError) (the root-cause rank's when torchrun names it): what made the task fail.
+      Keys C(lineno), C(line), C(exception), C(type), C(rank), C(traceback_start), C(task)."
+  returned: when the task failed and O(log_file) has a traceback
   type: dict
 """
 
@@ -107,7 +115,11 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.mtslime.posttrain.plugins.module_utils.common import human_bytes
-from ansible_collections.mtslime.posttrain.plugins.module_utils.logscan import first_error_in_file, last_line
+from ansible_collections.mtslime.posttrain.plugins.module_utils.logscan import (
+    fatal_error_in_file,
+    first_error_in_file,
+    last_line,
+)
 
 
 def path_size(path):
@@ -200,6 +212,9 @@ def main():
             error = first_error_in_file(params["log_file"])
             if error:
                 result["first_error"] = error
+            fatal = fatal_error_in_file(params["log_file"])
+            if fatal:
+                result["fatal_error"] = fatal
     module.exit_json(**result)
 
 

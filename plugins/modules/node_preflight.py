@@ -680,6 +680,7 @@ def preflight(params):
         result, accel["vendor"], accel["tool_dir"], accel["expected_count"], accel["expected_memory_mib"]
     )
     (failures if accel["required"] else warnings).extend(problems)
+    warnings.extend("accelerator: %s" % warning for warning in result.get("warnings") or [])
     if result.get("tool_path"):
         detail = "%d %s device%s via %s" % (
             result["count"],

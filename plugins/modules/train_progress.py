@@ -6,18 +6,27 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: train_progress
-short_description: Read slime's training log and report steps, reward, pass@k, eval, throughput, checkpoints and the first error
+short_description: Read slime's training log and report steps, reward, pass@k, eval, throughput, checkpoints and errors
 version_added: "0.1.0"
 description:
   - "Parses the log of a slime GRPO run: the metric lines C(step N:), C(rollout N:), C(passrate N:), C(eval N:) and
     C(perf N:) (Python dict reprs with single quotes and bare C(nan)/C(inf)/C(-inf)), behind slime's logger prefix
-    C([YYYY-MM-DD HH:MM:SS] file.py:NNN - ) and Ray's actor prefix such as C((MegatronTrainRayActor pid=123) ); ANSI codes removed."
+    C([YYYY-MM-DD HH:MM:SS] file.py:NNN - ) and Ray's actor prefix such as C((MegatronTrainRayActor pid=123) );
+    ANSI codes removed."
   - "Reads O(log_file) (the guide's C(logs/qwen3-8B.log), or the link that M(mtslime.posttrain.ray_job) keeps there),
     or the job's log through the Jobs API (O(dashboard_url) + O(submission_id))."
-  - "The metrics come from at most the last O(max_bytes) bytes; the first error is searched from the beginning of
-    the log, because a later C(scheduler is dead) is only the consequence of an earlier OOM, kernel, MCCL or
-    graph-capture error (FAQ Q2). RV(hint) gives the guide's advice for that error (FAQ Q1-Q4, graph capture §4.3.2,
-    placement-group wait from slime's qa.md)."
+  - "The metrics come from at most the last O(max_bytes) bytes; the errors are searched in the whole log.
+    RV(first_error) is the first error-looking line, because a later C(scheduler is dead) is only the consequence
+    of an earlier OOM, kernel, MCCL or graph-capture error (FAQ Q2). RV(fatal_error) is the exception line
+    (C(Xxx: message), not the C(Traceback) header) of the last traceback that is not launcher noise and that no
+    training step followed: under torch's launcher the rank prefix C([rank0]: ) is removed, c10d's
+    C(destroy_process_group() was not called) warning and torchrun's C(ChildFailedError) are noise, and Ray's
+    C(RayTaskError(XxxError): ray::Actor.method()) counts on its own, also when the log starts mid-traceback.
+    RV(hint) gives the guide's advice (FAQ Q1-Q4, graph capture §4.3.2, placement-group wait from slime's qa.md)."
+  - "An error line alone does not make the job failed: jobs print tracebacks and OOMs that they survive. Pass the
+    job's Ray status as O(status) (read through the Jobs API it is the job's own): with C(FAILED) or C(STOPPED)
+    RV(progress) names the fatal exception and the hint; otherwise it shows the run's progress and the error as a
+    warning."
   - "Values that are not finite numbers are returned as the strings V(nan), V(inf) and V(-inf)."
 options:
   log_file:
@@ -30,7 +39,8 @@ options:
     description: The job whose log to read through the Jobs API.
     type: str
   max_bytes:
-    description: Read at most this many bytes from the end of the log for the metrics (V(0) = all). The first-error scan always starts at the beginning.
+    description: Read at most this many bytes from the end of the log for the metrics (V(0) = all). The error scans
+      always read the whole log.
     type: int
     default: 16777216
   tail_lines:
@@ -41,6 +51,12 @@ options:
     description: Lines before the first error (and twice as many after it) to return in RV(first_error.context).
     type: int
     default: 5
+  status:
+    description:
+      - The job's Ray status (V(PENDING), V(RUNNING), V(SUCCEEDED), V(FAILED), V(STOPPED)), which decides how
+        RV(progress) speaks of an error. When the log is read through the Jobs API, the job's own status is used
+        unless this is set.
+    type: str
   request_timeout:
     description: Seconds the Jobs API request may take.
     type: int
@@ -64,9 +80,15 @@ EXAMPLES = r"""
     log_file: /home/slime/musa_example/qwen_32b_sherry/logs/qwen3-8B.log
   register: progress
 
-- name: Show it
+- name: Show it, as the job's status says (an error of a RUNNING job is a warning)
+  mtslime.posttrain.train_progress:
+    log_file: /home/slime/musa_example/qwen_32b_sherry/logs/qwen3-8B.log
+    status: "{{ job.status }}"
+  register: progress
+
+- name: Print the line
   ansible.builtin.debug:
-    msg: "{{ progress.progress }}{{ (' -- ' ~ progress.hint) if progress.hint else '' }}"
+    msg: "{{ progress.progress }}"
 
 - name: Read a job's log through the Jobs API instead
   mtslime.posttrain.train_progress:
@@ -75,8 +97,13 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+first_step:
+  description: Number of the first C(step N:) line of the log (a resumed run starts after its checkpoint).
+  returned: always
+  type: int
 last_step:
-  description: Number of the last C(step N:) line (slime counts from 0; a run loaded from the converted checkpoint starts at 1).
+  description: Number of the last C(step N:) line (slime counts from 0; a run loaded from the converted checkpoint
+    starts at 1).
   returned: always
   type: int
 steps:
@@ -121,16 +148,47 @@ last_checkpoint_dir:
   returned: always
   type: str
 loaded_checkpoint:
-  description: Iteration and path of Megatron's C(successfully loaded checkpoint) line (a resumed run shows its save dir here).
+  description: Iteration and path of Megatron's C(successfully loaded checkpoint) line (a resumed run shows its save
+    dir here).
   returned: always
   type: dict
 waiting_for_gpus:
-  description: The last C(Waiting for placement group of N GPUs) line (needed, registered, available, elapsed seconds)
-    when no training progress followed it; null otherwise.
+  description:
+    - "slime's last C(Waiting for placement group of N GPUs (elapsed Ts): X GPUs registered with Ray, Y available.)
+      line (printed every 30 s; slime waits without a time limit) when no training step and no placed bundle
+      followed it; null otherwise."
   returned: always
   type: dict
+  contains:
+    needed:
+      description: GPUs the placement group needs.
+      type: int
+    registered:
+      description: GPUs registered with Ray.
+      type: float
+    available:
+      description: GPUs available in Ray.
+      type: float
+    missing:
+      description: GPUs missing for the group (needed - available).
+      type: float
+    unregistered:
+      description: Of those, how many Ray does not know at all (needed - registered).
+      type: float
+    busy:
+      description: Of those, how many are registered but in use.
+      type: float
+    elapsed:
+      description: Seconds slime has waited.
+      type: int
+    lineno:
+      description: The wait line's number.
+      type: int
+    message:
+      description: A sentence saying all of the above.
+      type: str
 first_error:
-  description: The first error line from the beginning of the log.
+  description: The first error line from the beginning of the log (null when there is none).
   returned: always
   type: dict
   contains:
@@ -148,8 +206,12 @@ first_error:
       description: The guide's FAQ entry for it.
       type: str
     exception:
-      description: The exception line of the traceback it starts, if any.
+      description: The exception line of the traceback it starts (the rank prefix removed), or the line itself when it
+        is one.
       type: str
+    rank:
+      description: "The rank of a C([rankN]: ) line under torch's launcher."
+      type: int
     context:
       description: The lines around it.
       type: list
@@ -157,8 +219,51 @@ first_error:
     context_start:
       description: Line number of the first line of RV(first_error.context).
       type: int
+fatal_error:
+  description:
+    - The exception of the last traceback that is not launcher noise and that no training step followed; null when
+      there is none (a traceback that steps followed was survived and is only a RV(first_error)).
+  returned: always
+  type: dict
+  contains:
+    lineno:
+      description: Line number of the exception line.
+      type: int
+    line:
+      description: That line as logged (ANSI codes removed).
+      type: str
+    exception:
+      description: "The C(Xxx: message) line with Ray's, slime's and the rank prefix removed; for a C(RayTaskError) the
+        remote exception that ends it."
+      type: str
+    type:
+      description: The exception's type, for example C(torch.OutOfMemoryError).
+      type: str
+    kind:
+      description: As RV(first_error.kind).
+      type: str
+    faq:
+      description: The guide's FAQ entry for it.
+      type: str
+    rank:
+      description: The rank whose traceback it ends (torchrun's root-cause rank when it names one).
+      type: int
+    actor_pid:
+      description: The pid of the Ray actor whose traceback it ends.
+      type: int
+    task:
+      description: The C(ray::Actor.method()) of a C(RayTaskError).
+      type: str
+    traceback_start:
+      description: Line of its C(Traceback (most recent call last):) header; null when the log starts mid-traceback.
+      type: int
 hint:
-  description: The guide's advice for the first error, or for a long placement-group wait.
+  description: The guide's advice for the fatal error, or for the first error when that is the cause (a dead scheduler
+    after an OOM) or when there is no fatal error, or for a long placement-group wait.
+  returned: always
+  type: str
+hint_from:
+  description: Which of V(fatal_error), V(first_error) or V(waiting_for_gpus) RV(hint) is for; null without a hint.
   returned: always
   type: str
 tail:
@@ -167,10 +272,11 @@ tail:
   type: list
   elements: str
 progress:
-  description: One line for people.
+  description: One line for people; with a O(status) of V(FAILED) or V(STOPPED) the fatal exception and the hint.
   returned: always
   type: str
-  sample: "step 6 (6 steps logged), reward 0.4062, pass@8 0.7719, eval aime 0.2667 @ rollout 4, 1221 tok/s/GPU, checkpoint 5"
+  sample: "RUNNING: step 6 (6 steps logged), reward 0.4062, pass@8 0.7719, eval aime 0.2667 @ rollout 4, 1221 tok/s/GPU,
+    checkpoint 5"
 lines:
   description: Number of lines in the log.
   returned: always
@@ -187,6 +293,11 @@ source:
   description: The file or the Jobs API URL read.
   returned: always
   type: str
+status:
+  description: The status that RV(progress) was written for (O(status), or the job's own through the Jobs API); null
+    when unknown.
+  returned: always
+  type: str
 job_status:
   description: The job's Ray status, when read through the Jobs API.
   returned: when O(submission_id) is set
@@ -200,6 +311,9 @@ from ansible_collections.mtslime.posttrain.plugins.module_utils.ray_api import R
 from ansible_collections.mtslime.posttrain.plugins.module_utils.slime_log import summarize_file, summarize_text
 
 
+RAY_STATUSES = ("PENDING", "RUNNING", "SUCCEEDED", "FAILED", "STOPPED")
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -209,6 +323,7 @@ def main():
             max_bytes=dict(type="int", default=16 * 1024 * 1024),
             tail_lines=dict(type="int", default=20),
             context_lines=dict(type="int", default=5),
+            status=dict(type="str"),
             request_timeout=dict(type="int", default=60),
             use_proxy=dict(type="bool", default=False),
         ),
@@ -222,6 +337,11 @@ def main():
     for name in ("max_bytes", "tail_lines", "context_lines"):
         if params[name] < 0:
             problems.append("%s is %d; give a number >= 0" % (name, params[name]))
+    if params["status"] is not None:
+        if params["status"].strip().upper() not in RAY_STATUSES:
+            problems.append("status is %r; give one of Ray's job statuses (%s) or leave it unset"
+                            % (params["status"], ", ".join(RAY_STATUSES)))
+        params["status"] = params["status"].strip().upper()
     if problems:
         module.fail_json(msg="train_progress: " + "; ".join(problems))
 
@@ -240,6 +360,7 @@ def main():
                 max_bytes=params["max_bytes"],
                 tail_lines=params["tail_lines"],
                 context_lines=params["context_lines"],
+                status=params["status"],
             )
         except OSError as exc:
             module.fail_json(msg="train_progress: cannot read log_file %s: %s" % (path, exc.strerror or exc))
@@ -256,17 +377,22 @@ def main():
             job = client.get_job(sid)
             if job is None:
                 module.fail_json(
-                    msg="train_progress: submission_id %s is not known to %s (GET /api/jobs/%s answered 404); list the jobs "
-                    "with `RAY_ADDRESS=%s ray job list`" % (sid, client.url, sid, client.url)
+                    msg="train_progress: submission_id %s is not known to %s (GET /api/jobs/%s answered 404); list the "
+                    "jobs with `RAY_ADDRESS=%s ray job list`" % (sid, client.url, sid, client.url)
                 )
             text = client.job_logs(sid)
         except RayApiError as exc:
             module.fail_json(msg="train_progress: reading the log of %s failed: %s" % (sid, exc), error=exc.to_dict())
         result = summarize_text(
-            text, max_bytes=params["max_bytes"], tail_lines=params["tail_lines"], context_lines=params["context_lines"]
+            text,
+            max_bytes=params["max_bytes"],
+            tail_lines=params["tail_lines"],
+            context_lines=params["context_lines"],
+            status=params["status"] or job.get("status"),
         )
         result["source"] = "%s/api/jobs/%s/logs" % (client.url, sid)
         result["job_status"] = job.get("status")
+    result["status"] = params["status"] or result.get("job_status")
     result["changed"] = False
     module.exit_json(**result)
 

@@ -7,68 +7,32 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: validate_config
-short_description: Validate a training cluster's slime configuration before anything changes
+short_description: Check the whole inventory against its typed schema before anything touches a node
 version_added: "0.1.0"
 description:
-  - Runs on the controller and touches no node. Checks one training cluster's GPU split, parallelism, batch sizes,
-    sampling parameters, ports, paths and flag names, and fails with one message that lists every problem,
-    each naming the variable(s), the values and the fix.
-  - "Rules: actor GPUs (nodes x GPUs per node) + rollout GPUs fit in the cluster's GPUs (with C(--colocate), the larger
-    of the two); TP x PP x CP divides the actor GPUs; TP divides the attention heads and the query groups;
-    the rollout GPUs are a multiple of the GPUs per engine; rollout_batch_size x n_samples_per_prompt is divisible by
-    num_steps_per_rollout and equals global_batch_size x num_steps_per_rollout when both are given;
-    temperatures > 0; top-p in (0, 1]; ports distinct and in range; eval data when an eval interval is set; a save dir
-    when a save interval is set; absolute paths; no unknown or misspelled train.py flags (slime ignores those silently)."
+  - Runs on the controller, needs no facts and touches no node. Reads every inventory variable the collection uses
+    (docs/configuration.md lists them with their types) for each node, templated as the plays would see it, and
+    reports every problem at once, one message each, naming the variable, the host and where its value comes from
+    (extra vars, the host, or a group, with file and line), the value, the rule and the fix.
+  - "Types: names (C(^[A-Za-z0-9][A-Za-z0-9._-]*$)) for what becomes a file name, container name, job id or shell
+    word; absolute, normalised paths of a safe character set; ports 1-65535 and counts as integers (no booleans,
+    no floats); booleans as YAML booleans; lists and dicts where they are expected; train.py flags typed as slime's
+    and Megatron's parsers type them (known_flags.json), switches as YAML booleans."
+  - "Rules between values: paths a container uses lie under its mounts; the data, Hugging Face model, converted
+    checkpoint, save, work and log directories are neither equal nor nested (the log dir may lie in the work dir,
+    as in the guide), after the C(slime_train_args_overrides), and across every cluster on a shared storage (save
+    dirs and container run dirs belong to one cluster); ports distinct per node; a cluster is homogeneous in
+    accelerator vendor and GPU count, shares its cluster-wide values, and a node belongs to exactly one cluster."
+  - "Each cluster's training configuration, as slime, Megatron and SGLang check it at start-up: the GPU split, TP x PP
+    x CP, TP against the heads and the query groups (by O(hosts)' C(slime_megatron_tp_above_query_groups)), SGLang
+    engine TP against the heads, the batch arithmetic (global batch divisible by micro-batch x data-parallel size),
+    sampling ranges (greedy eval is fine), eval and save dependencies, and unknown flags."
+  - Never fails by itself; the result says which clusters are invalid, so that each stops alone.
 options:
-  cluster:
-    description: Name of the training cluster, used in the messages.
-    type: str
-    required: true
-  nodes:
-    description: "GPUs of each node of the cluster, C({node name: GPU count})."
-    type: dict
-    required: true
-  addresses:
-    description: "IP address of each node, C({node name: address}); a node without one is reported (set C(slime_node_ip))."
-    type: dict
-    default: {}
-  actor_num_nodes:
-    description: C(--actor-num-nodes).
-    type: int
-    required: true
-  actor_gpus_per_node:
-    description: C(--actor-num-gpus-per-node) (C(slime_actor_gpus_per_node)).
-    type: int
-    required: true
-  rollout_num_gpus:
-    description: C(--rollout-num-gpus).
-    type: int
-    required: true
-  train_args:
-    description: "The run script's arrays, C({array name: {flag: value}}) (C(slime_train_args))."
-    type: dict
-    required: true
-  overrides:
-    description: Single-flag overrides (C(slime_train_args_overrides)).
-    type: dict
-    default: {}
-  model_args:
-    description: "MODEL_ARGS as C({flag: value}) (C(slime_model_args))."
-    type: dict
-    required: true
-  ports:
-    description: "Ports by variable name, for example C({ray_gcs_port: 64379, ray_dashboard_port: 8772})."
-    type: dict
-    default: {}
-  paths:
-    description: Paths by variable name; each must be absolute.
-    type: dict
-    default: {}
-  known_flags_extra:
-    description: Flags your slime version has that the built-in list lacks (C(slime_train_known_flags_extra)).
+  hosts:
+    description: The nodes to check (default the play's hosts); the cluster layout is built from all of them.
     type: list
     elements: str
-    default: []
 attributes:
   check_mode:
     support: full
@@ -83,19 +47,16 @@ author:
 """
 
 EXAMPLES = r"""
-- name: Validate the training configuration of this cluster
+- name: Check the inventory
   mtslime.posttrain.validate_config:
-    cluster: "{{ slime_cluster_info.name }}"
-    nodes: "{{ slime_cluster_info.gpus }}"
-    actor_num_nodes: 1
-    actor_gpus_per_node: 4
-    rollout_num_gpus: 4
-    train_args: "{{ slime_train_args }}"
-    overrides: "{{ slime_train_args_overrides }}"
-    model_args: "{{ slime_model_args }}"
-    ports:
-      ray_gcs_port: 64379
-      ray_dashboard_port: 8772
+    hosts: "{{ groups['slime_nodes'] }}"
+  register: __validate
+  run_once: true
+
+- name: Refuse the configuration of this node's cluster, on its head
+  ansible.builtin.fail:
+    msg: "{{ __validate.clusters[__validate.hosts[inventory_hostname]].msg }}"
+  when: __validate.hosts[inventory_hostname] in __validate.failed_clusters
 """
 
 RETURN = r"""
@@ -104,8 +65,17 @@ problems:
   returned: always
   type: list
   elements: str
-cluster:
-  description: The cluster validated.
+clusters:
+  description: "Per cluster: C(head), C(nodes), its C(problems) and C(msg), the numbered list (empty when valid)."
   returned: always
-  type: str
+  type: dict
+failed_clusters:
+  description: Names of the clusters with problems.
+  returned: always
+  type: list
+  elements: str
+hosts:
+  description: "The cluster of each host, C({host: cluster})."
+  returned: always
+  type: dict
 """

@@ -1,6 +1,6 @@
-"""The example inventories render valid clusters: every node's hostfile lists its
-cluster's nodes (head first), the GPU split follows the cluster size, and two clusters
-that would share a save dir on one storage are refused. The hosts are reached with a
+"""The example inventories are valid, each in its own test, and render valid clusters: every node's
+hostfile lists its cluster's nodes (head first), the GPU split follows the cluster size; two clusters
+that would share a save dir or a container's run dir on one storage are refused. The hosts are reached with a
 local connection (facts from this machine); addresses come from the inventory."""
 from __future__ import annotations
 
@@ -16,11 +16,9 @@ EXAMPLES = os.path.join("inventory", "examples")
 
 def render(example, tmp_path, *extra):
     out = tmp_path / "rendered"
-    run = run_playbook(
-        "playbooks/render.yml", os.path.join(EXAMPLES, example), "-e", "ansible_connection=local",
-        extravars={"render_dir": str(out), "ansible_python_interpreter": os.path.join(os.path.dirname(os.sys.executable), "python")},
-        *extra,
-    )
+    interpreter = os.path.join(os.path.dirname(os.sys.executable), "python")
+    run = run_playbook("playbooks/render.yml", os.path.join(EXAMPLES, example), "-e", "ansible_connection=local",
+                       *extra, extravars={"render_dir": str(out), "ansible_python_interpreter": interpreter})
     return run, out
 
 
@@ -59,15 +57,26 @@ def test_mixed_shared_storage(tmp_path):
     run, out = render("mixed-shared-storage", tmp_path)
     assert run.rc == 0, run.stdout[-3000:]
     assert (out / "n02" / "hostfile").read_text() == "10.40.0.11 slots=8\n10.40.0.12 slots=8\n"
-    saves = {argv_value((out / n / "run-qwen3-8B.sh").read_text(), "--save") for n in ("n01", "n03", "n04", "n05", "n06")}
+    saves = {argv_value((out / n / "run-qwen3-8B.sh").read_text(), "--save")
+             for n in ("n01", "n03", "n04", "n05", "n06")}
     assert len(saves) == 5
 
 
 def test_clusters_sharing_a_save_dir_on_one_storage_are_refused(tmp_path):
-    run, _out = render("mixed-shared-storage", tmp_path, "-e", "slime_save_dir=/data/checkpoints/same")
-    assert run.rc != 0
-    assert "all save checkpoints to /data/checkpoints/same on storage lustre" in run.stdout
+    run, out = render("mixed-shared-storage", tmp_path, "-e", "slime_save_dir=/data/checkpoints/same")
+    assert run.rc != 0 and not out.exists()
+    assert "on storage lustre, the node directory /data/checkpoints/same is shared: clusters big, n03, n04, n05, " \
+           "n06 all use it as their save dir" in run.stdout
     assert "slime_save_dir" in run.stdout
+
+
+def test_clusters_sharing_a_containers_run_dir_are_refused(tmp_path):
+    """Without the example's container_name per cluster (the default name for all), the clusters' containers
+    would share /data/mtslime/runs/slime_rl: refused, so the example's own setting is what keeps them apart."""
+    run, out = render("mixed-shared-storage", tmp_path, "-e", "container_name=slime_rl")
+    assert run.rc != 0 and not out.exists()
+    assert "the node directory /data/mtslime/runs/slime_rl/logs is shared: clusters big, n03, n04, n05, n06 all " \
+           "use it as their run dir" in run.stdout
 
 
 @pytest.mark.parametrize("example", ["sixteen-experiments", "two-four-node-clusters", "mixed-shared-storage"])

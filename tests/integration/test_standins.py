@@ -16,6 +16,8 @@ import uuid
 
 import pytest
 
+from ansible_collections.mtslime.posttrain.plugins.module_utils import logscan
+
 pytestmark = pytest.mark.docker
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -144,9 +146,13 @@ def test_guide_paths_python_and_versions(container):
 def test_gpu_tools(container):
     listing = exec_sh(container, "mthreads-gmi -L", check=True).stdout
     assert len(re.findall(r"^GPU [0-9]+", listing, re.M)) == 8
-    assert "GPU 0: MTT S4000 (UUID: GPU-" in listing
+    assert "GPU 0 : MTT S4000 (UUID : " in listing and "GPU-" not in listing  # MT UUIDs have no GPU- prefix
     detail = json.loads(exec_sh(container, "mthreads-gmi -q --json", check=True).stdout)
-    assert detail["GPU"][7]["FB Memory Usage"]["Total"] == "49152MiB"
+    assert detail["GPU"][7]["FB Memory Usage"]["Total"] == "49152MiB" and detail["GPU"][7]["Index"] == "7"
+    table = exec_sh(container, "mthreads-gmi", check=True).stdout
+    assert len(re.findall(r"^[0-7]    MTT S4000 +\|", table, re.M)) == 8
+    none = exec_sh(container, "MTSLIME_STANDIN_GPUS=0 mthreads-gmi")
+    assert (none.returncode, none.stdout) == (0, "Error: No MT GPU device found.\n")
     few = exec_sh(container, "echo 4 > /etc/mtslime-standin-gpus; mthreads-gmi -L; nvidia-smi -L; "
                   "rm /etc/mtslime-standin-gpus", check=True).stdout
     assert len(re.findall(r"^GPU [0-9]+", few, re.M)) == 8  # 4 MUSA + 4 NVIDIA
@@ -155,15 +161,38 @@ def test_gpu_tools(container):
     assert len(csv) == 8 and csv[0].startswith("0, NVIDIA A100-SXM4-80GB, GPU-") and ", 81920, " in csv[0]
     topo = exec_sh(container, "nvidia-smi topo -m 2>/dev/null | grep -o 'NV[0-9][0-9]*' | wc -l").stdout.strip()
     assert topo == "0"
+    assert exec_sh(container, "nvidia-smi topo -m").stdout.startswith("\t\x1b[4mGPU0\t")  # underlined, as the real one
+    unknown = exec_sh(container, "nvidia-smi --query-gpu=index,fan.bogus --format=csv")
+    assert unknown.returncode == 2 and 'Field "fan.bogus" is not a valid field to query.' in unknown.stderr
 
 
 def test_unpatched_converter_fails_on_musa_node(container):
     r = exec_sh(container, CONVERT.format(script=PRISTINE, save="/tmp/unpatched"),
                 env={"MTSLIME_STANDIN_CONVERT_SECONDS": "0.3"})
     assert r.returncode == 1
-    assert "AssertionError: Torch not compiled with CUDA enabled" in r.stderr
+    # like torch >= 2.4 under torchrun: the rank's traceback carries its prefix, then torchrun's own
+    assert "[rank0]: AssertionError: Torch not compiled with CUDA enabled" in r.stderr
     assert "torch.distributed.elastic.multiprocessing.errors.ChildFailedError" in r.stderr
     assert "rank      : 0 (local_rank: 0)" in r.stderr
+    assert "ProcessGroupNCCL" not in r.stderr  # it died before init_process_group: no c10d exit warning
+    fatal = logscan.fatal_error(r.stderr.splitlines())
+    assert (fatal["exception"], fatal["rank"]) == ("AssertionError: Torch not compiled with CUDA enabled", 0)
+
+
+def test_failed_nccl_conversion_under_torchrun_prints_the_launcher_noise(container):
+    """CUDA simulated: the ranks' NCCL groups exist when rank 0 dies, so c10d warns at its exit; the failure report
+    (logscan, as async_progress uses it) still names rank 0's exception."""
+    r = exec_sh(container, "rm -rf /tmp/nccl_die; " + CONVERT.format(script=PRISTINE, save="/tmp/nccl_die"),
+                env={"MTSLIME_STANDIN_CUDA": "1", "MTSLIME_STANDIN_CONVERT_DIE_AT": "before_save",
+                     "MTSLIME_STANDIN_CONVERT_SECONDS": "0.3"})
+    assert r.returncode == 1
+    assert "[rank0]: RuntimeError: stand-in conversion killed at before_save" in r.stderr
+    assert re.search(r"^\[rank0\]:\[W\d{3,4} [\d:.]+ ProcessGroupNCCL\.cpp:\d+\] Warning: WARNING: "
+                     r"destroy_process_group\(\) was not called", r.stderr, re.M)
+    first, fatal = logscan.first_error(r.stderr.splitlines()), logscan.fatal_error(r.stderr.splitlines())
+    died = "RuntimeError: stand-in conversion killed at before_save (MTSLIME_STANDIN_CONVERT_DIE_AT)"
+    assert first["exception"] == fatal["exception"] == died
+    assert fatal["rank"] == 0 and "ChildFailedError" not in fatal["exception"]
 
 
 def test_converter_via_accelerator_env_uses_mccl(container):

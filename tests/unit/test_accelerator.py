@@ -9,6 +9,7 @@ import stat
 
 import pytest
 from ansible_collections.mtslime.posttrain.plugins.module_utils import accelerator as acc
+from ansible_collections.mtslime.posttrain.plugins.module_utils import gpu_formats as fmt
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "accelerator")
 
@@ -114,7 +115,7 @@ GARBAGE = [
 
 @pytest.mark.parametrize("name", ["mthreads-gmi_L_colon.txt", "mthreads-gmi_L_spaced_colon.txt"])
 def test_gmi_list_both_colon_spacings(name):
-    devices = acc.parse_list(sample(name))
+    devices = fmt.parse_list(sample(name))
     assert [d["index"] for d in devices] == list(range(8))
     assert {d["name"] for d in devices} == {"MTT S4000"}
     assert devices[3]["uuid"] == "5e1f0a00-0000-4000-8000-000000004003"
@@ -123,13 +124,13 @@ def test_gmi_list_both_colon_spacings(name):
 
 def test_list_without_uuid_and_odd_spacing():
     text = "GPU 0 :  MTT S5000\nGPU 1:MTT S5000\nGPU 12  :  MTT S5000  (UUID :abc)\r\n"
-    devices = acc.parse_list(text)
+    devices = fmt.parse_list(text)
     # `GPU 1:MTT` has no space after the colon and is not a -L line
     assert [(d["index"], d["name"], d["uuid"]) for d in devices] == [(0, "MTT S5000", None), (12, "MTT S5000", "abc")]
 
 
 def test_nvidia_list_h100():
-    devices = acc.parse_list(sample("nvidia-smi_L_h100_8x.txt"))
+    devices = fmt.parse_list(sample("nvidia-smi_L_h100_8x.txt"))
     assert len(devices) == 8
     assert devices[7] == {
         "index": 7,
@@ -146,14 +147,14 @@ def test_list_ignores_mig_lines_and_query_headers():
         "GPU 00000000:18:00.0\n"
         " GPU 1: indented is not a device line\n"
     )
-    assert [d["index"] for d in acc.parse_list(text)] == [0]
+    assert [d["index"] for d in fmt.parse_list(text)] == [0]
 
 
 # ---------------------------------------------------------------- -q --json
 
 
 def test_gmi_json_s5000():
-    driver, devices = acc.parse_gmi_json(sample("mthreads-gmi_q_json_s5000.json"))
+    driver, devices = fmt.parse_gmi_json(sample("mthreads-gmi_q_json_s5000.json"))
     assert driver == "3.3.5-server"
     assert devices == [
         {"index": 0, "name": "MTT S5000", "uuid": "5e1f0a00-0000-4000-8000-00000000a000", "memory_total_mib": 81920},
@@ -176,7 +177,7 @@ def test_gmi_json_slime_reference_shape_without_total():
             ]
         }
     )
-    driver, devices = acc.parse_gmi_json(text)
+    driver, devices = fmt.parse_gmi_json(text)
     assert driver is None
     assert [d["index"] for d in devices] == list(range(8))
     assert devices[5]["uuid"] == "u5"
@@ -206,26 +207,26 @@ def test_gmi_json_slime_reference_shape_without_total():
     ],
 )
 def test_gmi_json_is_lenient_about_key_spellings(doc):
-    driver, devices = acc.parse_gmi_json(json.dumps(doc))
+    driver, devices = fmt.parse_gmi_json(json.dumps(doc))
     assert driver == "2.7.0"
     assert devices == [{"index": 0, "name": "MTT S4000", "uuid": "x", "memory_total_mib": 49152}]
 
 
 def test_gmi_json_after_a_banner_line():
     text = "WARNING: mtml version mismatch\n" + sample("mthreads-gmi_q_json_s5000.json")
-    assert len(acc.parse_gmi_json(text)[1]) == 2
+    assert len(fmt.parse_gmi_json(text)[1]) == 2
 
 
 @pytest.mark.parametrize("text", GARBAGE)
 def test_gmi_json_garbage(text):
-    assert acc.parse_gmi_json(text)[1] == []
+    assert fmt.parse_gmi_json(text)[1] == []
 
 
 # ---------------------------------------------------------------- -q text
 
 
 def test_gmi_query_text():
-    driver, devices = acc.parse_gmi_query(Q_TEXT_S4000)
+    driver, devices = fmt.parse_gmi_query(Q_TEXT_S4000)
     assert driver == "1.2.0"
     assert len(devices) == 8
     assert devices[2] == {
@@ -237,7 +238,7 @@ def test_gmi_query_text():
 
 
 def test_gmi_query_text_compact_colons_without_headers():
-    driver, devices = acc.parse_gmi_query(Q_TEXT_FLAT)
+    driver, devices = fmt.parse_gmi_query(Q_TEXT_FLAT)
     assert driver == "1.0.0"
     assert [(d["index"], d["name"], d["memory_total_mib"]) for d in devices] == [
         (0, "MTT S4000", 49152),
@@ -246,14 +247,17 @@ def test_gmi_query_text_compact_colons_without_headers():
 
 
 def test_gmi_query_text_with_gpu_n_headers_and_tabs():
-    text = "Driver Version : 3.0.0\nGPU 0\n\tProduct Name : MTT S4000\n\tFB Memory Usage\n\t\tTotal : 49152 MiB\nGPU 1\n\tProduct Name : MTT S4000\n"
-    driver, devices = acc.parse_gmi_query(text)
+    text = (
+        "Driver Version : 3.0.0\nGPU 0\n\tProduct Name : MTT S4000\n\tFB Memory Usage\n\t\tTotal : 49152 MiB\n"
+        "GPU 1\n\tProduct Name : MTT S4000\n"
+    )
+    driver, devices = fmt.parse_gmi_query(text)
     assert driver == "3.0.0"
     assert [(d["index"], d["memory_total_mib"]) for d in devices] == [(0, 49152), (1, None)]
 
 
 def test_query_parser_reads_fb_not_bar1_total():
-    driver, devices = acc.parse_gmi_query(NVIDIA_Q_TEXT)
+    driver, devices = fmt.parse_gmi_query(NVIDIA_Q_TEXT)
     assert driver == "545.23.08"
     assert [d["memory_total_mib"] for d in devices] == [11264, 11264]
     assert devices[1]["uuid"] == "GPU-0a1b2c3d-0000-4000-8000-000000002081"
@@ -261,14 +265,14 @@ def test_query_parser_reads_fb_not_bar1_total():
 
 @pytest.mark.parametrize("text", GARBAGE + [sample("mthreads-gmi_L_colon.txt"), sample("mthreads-gmi_table_s4000.txt")])
 def test_gmi_query_garbage_and_other_formats(text):
-    assert acc.parse_gmi_query(text)[1] == []
+    assert fmt.parse_gmi_query(text)[1] == []
 
 
 # ---------------------------------------------------------------- plain table
 
 
 def test_gmi_table_s4000():
-    driver, devices = acc.parse_gmi_table(sample("mthreads-gmi_table_s4000.txt"))
+    driver, devices = fmt.parse_gmi_table(sample("mthreads-gmi_table_s4000.txt"))
     assert driver == "3.0.0"
     assert devices == [
         {"index": 0, "name": "MTT S4000", "uuid": None, "memory_total_mib": 49152},
@@ -277,27 +281,27 @@ def test_gmi_table_s4000():
 
 
 def test_gmi_table_iommu_off_shows_32768():
-    driver, devices = acc.parse_gmi_table(sample("mthreads-gmi_table_s4000_iommu_off.txt"))
+    driver, devices = fmt.parse_gmi_table(sample("mthreads-gmi_table_s4000_iommu_off.txt"))
     assert driver == "1.2.0"
     assert devices == [{"index": 0, "name": "MTT S4000", "uuid": None, "memory_total_mib": 32768}]
 
 
 def test_gmi_table_s5000_with_perf_column():
-    driver, devices = acc.parse_gmi_table(sample("mthreads-gmi_table_s5000.txt"))
+    driver, devices = fmt.parse_gmi_table(sample("mthreads-gmi_table_s5000.txt"))
     assert driver == "3.3.5-server"
     assert [d["memory_total_mib"] for d in devices] == [81920, 81920]
 
 
 @pytest.mark.parametrize("text", GARBAGE + [sample("nvidia-smi_L_h100_8x.txt")])
 def test_gmi_table_garbage(text):
-    assert acc.parse_gmi_table(text)[1] == []
+    assert fmt.parse_gmi_table(text)[1] == []
 
 
 # ---------------------------------------------------------------- nvidia-smi CSV
 
 
 def test_smi_csv_noheader_nounits():
-    driver, devices = acc.parse_smi_csv(sample("nvidia-smi_query_noheader_nounits_h100_8x.csv"))
+    driver, devices = fmt.parse_smi_csv(sample("nvidia-smi_query_noheader_nounits_h100_8x.csv"))
     assert driver == "550.54.15"
     assert len(devices) == 8
     assert devices[4] == {
@@ -309,7 +313,7 @@ def test_smi_csv_noheader_nounits():
 
 
 def test_smi_csv_with_header_and_mib_units():
-    driver, devices = acc.parse_smi_csv(sample("nvidia-smi_query_header_units.csv"))
+    driver, devices = fmt.parse_smi_csv(sample("nvidia-smi_query_header_units.csv"))
     assert driver == "610.57.04"
     assert [(d["name"], d["memory_total_mib"]) for d in devices] == [
         ("NVIDIA RTX A5000", 24564),
@@ -318,7 +322,7 @@ def test_smi_csv_with_header_and_mib_units():
 
 
 def test_smi_csv_header_decides_the_column_order():
-    driver, devices = acc.parse_smi_csv(sample("nvidia-smi_query_reordered_tesla_m40.csv"))
+    driver, devices = fmt.parse_smi_csv(sample("nvidia-smi_query_reordered_tesla_m40.csv"))
     assert driver == "384.81"
     assert devices[1] == {
         "index": 1,
@@ -334,7 +338,7 @@ def test_smi_csv_skips_warning_lines_and_na():
         "0, NVIDIA A10, GPU-1, [N/A], 535.104.05\n"
         "1, NVIDIA A10, GPU-2, 23028, 535.104.05\n"
     )
-    driver, devices = acc.parse_smi_csv(text)
+    driver, devices = fmt.parse_smi_csv(text)
     assert [(d["index"], d["memory_total_mib"]) for d in devices] == [(0, None), (1, 23028)]
     assert driver == "535.104.05"
 
@@ -349,7 +353,7 @@ def test_smi_csv_skips_warning_lines_and_na():
     ],
 )
 def test_smi_csv_errors_and_garbage(text):
-    assert acc.parse_smi_csv(text)[1] == []
+    assert fmt.parse_smi_csv(text)[1] == []
 
 
 # ---------------------------------------------------------------- empty output in a container
@@ -358,11 +362,11 @@ def test_smi_csv_errors_and_garbage(text):
 @pytest.mark.parametrize(
     "parser",
     [
-        acc.parse_list,
-        lambda t: acc.parse_gmi_json(t)[1],
-        lambda t: acc.parse_gmi_query(t)[1],
-        lambda t: acc.parse_gmi_table(t)[1],
-        lambda t: acc.parse_smi_csv(t)[1],
+        fmt.parse_list,
+        lambda t: fmt.parse_gmi_json(t)[1],
+        lambda t: fmt.parse_gmi_query(t)[1],
+        lambda t: fmt.parse_gmi_table(t)[1],
+        lambda t: fmt.parse_smi_csv(t)[1],
     ],
 )
 @pytest.mark.parametrize("name", ["mthreads-gmi_container_empty.txt", "mthreads-gmi_no_device.txt"])
@@ -392,7 +396,7 @@ def test_every_parser_reads_nothing_from_an_empty_container_or_no_device(parser,
     ],
 )
 def test_parse_mib(value, mib):
-    assert acc.parse_mib(value) == mib
+    assert fmt.parse_mib(value) == mib
 
 
 def test_musa_memory_hint_for_iommu_off():
@@ -446,54 +450,114 @@ class Runner:
         return self.answers.get(key, (2, "", "unknown option"))
 
 
-def test_probe_musa_prefers_json(isolated):
+def test_probe_musa_reads_the_table_first_and_uuids_from_json(isolated):
     tools = fake_tools(isolated / "tools", "mthreads-gmi")
-    run = Runner({("mthreads-gmi", "-q", "--json"): (0, sample("mthreads-gmi_q_json_s5000.json"), "")})
+    two = sample("mthreads-gmi_table_s5000.txt")
+    run = Runner(
+        {
+            ("mthreads-gmi",): (0, two, ""),
+            ("mthreads-gmi", "-q", "--json"): (0, sample("mthreads-gmi_q_json_s5000.json"), ""),
+        }
+    )
     result = acc.probe("musa", tools, run)
     assert result["vendor"] == "musa" and result["tool"] == "mthreads-gmi"
     assert result["tool_path"] == os.path.join(tools, "mthreads-gmi")
-    assert result["count"] == 2 and result["source_format"] == "json"
-    assert result["driver_version"] == "3.3.5-server"
-    assert result["command"] == "mthreads-gmi -q --json"
-    assert run.calls == [("mthreads-gmi", "-q", "--json")]
+    assert (result["count"], result["source_format"], result["verified"]) == (2, "table", True)
+    assert result["driver_version"] == "3.3.5-server" and result["command"] == "mthreads-gmi"
+    assert [d["memory_total_mib"] for d in result["devices"]] == [81920, 81920]
+    assert result["devices"][1]["uuid"] == "5e1f0a00-0000-4000-8000-00000000a001"
+    assert run.calls == [("mthreads-gmi",), ("mthreads-gmi", "-q", "--json")]
+    assert result["warnings"] == []
 
 
-def test_probe_musa_falls_back_to_query_text(isolated):
+def test_probe_musa_warns_when_table_and_json_disagree(isolated):
     tools = fake_tools(isolated / "tools", "mthreads-gmi")
     run = Runner(
         {
+            ("mthreads-gmi",): (0, sample("mthreads-gmi_table_s4000_iommu_off.txt"), ""),
+            ("mthreads-gmi", "-q", "--json"): (0, sample("mthreads-gmi_q_json_s5000.json"), ""),
+        }
+    )
+    result = acc.probe("musa", tools, run)
+    assert result["count"] == 1 and result["devices"][0]["uuid"] is None
+    assert result["warnings"] == [
+        "mthreads-gmi lists 1 devices in its table but 2 in `mthreads-gmi -q --json`; the table's count is used"
+    ]
+
+
+def test_probe_musa_no_device_with_rc_0_stops_at_zero(isolated):
+    tools = fake_tools(isolated / "tools", "mthreads-gmi")
+    run = Runner({("mthreads-gmi",): (0, sample("mthreads-gmi_no_device.txt"), "")})
+    result = acc.probe("musa", tools, run)
+    assert (result["count"], result["no_device"], result["verified"]) == (0, "Error: No MT GPU device found.", None)
+    assert run.calls == [("mthreads-gmi",)]  # the other formats would only say it again
+    (problem,) = acc.problems_for(result, "musa", tools, expected_count=8)
+    assert problem.startswith(
+        "no MUSA devices: mthreads-gmi (%s) says 'Error: No MT GPU device found.' (exit 0): the MT driver sees no GPU"
+        % os.path.join(tools, "mthreads-gmi")
+    )
+    assert "IOMMU" in problem and "mt-container-toolkit" in problem
+
+
+def test_probe_musa_falls_back_to_json_when_the_table_is_unreadable(isolated):
+    tools = fake_tools(isolated / "tools", "mthreads-gmi")
+    run = Runner(
+        {
+            ("mthreads-gmi",): (0, "a table layout this parser does not know\n", ""),
+            ("mthreads-gmi", "-q", "--json"): (0, sample("mthreads-gmi_q_json_s5000.json"), ""),
+        }
+    )
+    result = acc.probe("musa", tools, run)
+    assert (result["count"], result["source_format"], result["verified"]) == (2, "json", True)
+    assert result["command"] == "mthreads-gmi -q --json" and result["warnings"] == []
+
+
+def test_probe_musa_falls_back_to_query_text_and_says_it_is_unverified(isolated):
+    tools = fake_tools(isolated / "tools", "mthreads-gmi")
+    run = Runner(
+        {
+            ("mthreads-gmi",): (3, "", "mtml: unknown error"),
             ("mthreads-gmi", "-q", "--json"): (2, "", "Invalid option --json"),
             ("mthreads-gmi", "-q"): (0, Q_TEXT_S4000, ""),
         }
     )
     result = acc.probe("musa", tools, run)
     assert (result["count"], result["source_format"], result["driver_version"]) == (8, "query", "1.2.0")
-    assert [a["format"] for a in result["attempts"]] == ["json", "query"]
+    assert result["verified"] is False
+    assert [a["format"] for a in result["attempts"]] == ["table", "json", "query"]
+    (warning,) = result["warnings"]
+    assert warning.startswith("the device list comes from `mthreads-gmi -q`, a format reconstructed without a public")
+    assert warning.endswith("listed no device (rc 3: mtml: unknown error)")
 
 
-def test_probe_musa_list_gets_memory_from_the_table(isolated):
+@pytest.mark.parametrize(
+    "name", ["mthreads-gmi_L_spaced_colon.txt", "mthreads-gmi_-L.txt", "mthreads-gmi_-L_colon.txt"]
+)
+def test_probe_musa_list_is_the_last_resort(isolated, name):
     tools = fake_tools(isolated / "tools", "mthreads-gmi")
     run = Runner(
         {
+            ("mthreads-gmi",): (0, "", ""),
             ("mthreads-gmi", "-q", "--json"): (0, "", ""),
             ("mthreads-gmi", "-q"): (0, "", ""),
-            ("mthreads-gmi", "-L"): (0, sample("mthreads-gmi_L_spaced_colon.txt"), ""),
-            ("mthreads-gmi",): (0, sample("mthreads-gmi_table_s4000.txt"), ""),
+            ("mthreads-gmi", "-L"): (0, sample(name), ""),
         }
     )
     result = acc.probe("musa", tools, run)
-    assert result["count"] == 8 and result["source_format"] == "list"
-    assert result["driver_version"] == "3.0.0"
-    assert [d["memory_total_mib"] for d in result["devices"]] == [49152, 49152] + [None] * 6
-    assert result["devices"][0]["uuid"] == "5e1f0a00-0000-4000-8000-000000004000"
+    assert (result["count"], result["source_format"], result["verified"]) == (8, "list", False)
+    assert all(d["memory_total_mib"] is None for d in result["devices"])
+    uuid = result["devices"][0]["uuid"]
+    assert uuid and not uuid.startswith("GPU-")  # MT UUIDs carry no GPU- prefix
+    assert "`mthreads-gmi -L`" in result["warnings"][0]
 
 
 def test_probe_musa_table_only(isolated):
+    """An old mthreads-gmi (1.12) that knows none of the other flags."""
     tools = fake_tools(isolated / "tools", "mthreads-gmi")
     run = Runner({("mthreads-gmi",): (0, sample("mthreads-gmi_table_s4000_iommu_off.txt"), "")})
     result = acc.probe("musa", tools, run)
-    assert (result["count"], result["source_format"]) == (1, "table")
-    assert result["devices"][0]["memory_total_mib"] == 32768
+    assert (result["count"], result["source_format"], result["verified"]) == (1, "table", True)
+    assert result["devices"][0]["memory_total_mib"] == 32768 and result["warnings"] == []
 
 
 def test_probe_musa_in_a_container_prints_nothing(isolated):
@@ -549,7 +613,7 @@ def test_probe_auto_reports_a_found_tool_without_devices(isolated):
     run = Runner({("mthreads-gmi",): (0, sample("mthreads-gmi_no_device.txt"), "")})
     result = acc.probe("auto", tools, run)
     assert (result["vendor"], result["count"]) == ("musa", 0)
-    assert result["tool_output"] == "Error: No MT GPU device found."
+    assert result["tool_output"] == result["no_device"] == "Error: No MT GPU device found."
 
 
 def test_probe_cuda_nvml_error_then_list(isolated):
@@ -673,21 +737,32 @@ def standin_run(disabled=()):
 
 @needs_standins
 @pytest.mark.parametrize(
-    "disabled,fmt",
+    "disabled,source,memory",
     [
-        ((), "json"),
-        ((("-q", "--json"),), "query"),
-        ((("-q", "--json"), ("-q",)), "list"),
-        ((("-q", "--json"), ("-q",), ("-L",)), "table"),
+        ((), "table", 49152),
+        (((),), "json", 49152),
+        (((), ("-q", "--json")), "query", 49152),
+        (((), ("-q", "--json"), ("-q",)), "list", None),
     ],
 )
-def test_standin_mthreads_gmi_in_every_format(isolated, monkeypatch, disabled, fmt):
-    monkeypatch.setenv("MTSLIME_STANDIN_GMI_STYLE", "spaced")
+@pytest.mark.parametrize("style", ["spaced", "colon"])
+def test_standin_mthreads_gmi_in_every_format(isolated, monkeypatch, disabled, source, memory, style):
+    monkeypatch.setenv("MTSLIME_STANDIN_GMI_STYLE", style)
     result = acc.probe("musa", STANDINS, standin_run(disabled))
-    assert (result["vendor"], result["count"], result["source_format"]) == ("musa", 8, fmt)
+    assert (result["vendor"], result["count"], result["source_format"]) == ("musa", 8, source)
+    assert result["verified"] is (source in ("table", "json"))
     assert {d["name"] for d in result["devices"]} == {"MTT S4000"}
-    assert all(d["memory_total_mib"] == 49152 for d in result["devices"])  # -L gets it from the table
-    assert result["driver_version"]
+    assert all(d["memory_total_mib"] == memory for d in result["devices"])
+    assert all(d["uuid"] and not d["uuid"].startswith("GPU-") for d in result["devices"])
+    assert result["driver_version"] or source == "list"
+
+
+@needs_standins
+def test_standin_mthreads_gmi_without_devices(isolated, monkeypatch):
+    monkeypatch.setenv("MTSLIME_STANDIN_GPUS", "0")
+    result = acc.probe("musa", STANDINS, standin_run())
+    assert (result["count"], result["no_device"]) == (0, "Error: No MT GPU device found.")
+    assert [a["rc"] for a in result["attempts"]] == [0]
 
 
 @needs_standins
@@ -702,15 +777,106 @@ def test_standin_iommu_off_and_fewer_cards(isolated, monkeypatch):
 
 @needs_standins
 @pytest.mark.parametrize(
-    "disabled,fmt", [((), "csv"), (((acc.NVIDIA_QUERY, "--format=csv,noheader,nounits"),), "list")]
+    "disabled,source", [((), "csv"), (((acc.NVIDIA_QUERY, "--format=csv,noheader,nounits"),), "list")]
 )
-def test_standin_nvidia_smi(isolated, monkeypatch, disabled, fmt):
+def test_standin_nvidia_smi(isolated, monkeypatch, disabled, source):
     monkeypatch.setenv("MTSLIME_STANDIN_VENDOR", "nvidia")  # mthreads-gmi fails like a host without the MT driver
     result = acc.probe("auto", STANDINS, standin_run(disabled))
-    assert (result["vendor"], result["count"], result["source_format"]) == ("cuda", 8, fmt)
+    assert (result["vendor"], result["count"], result["source_format"]) == ("cuda", 8, source)
     assert result["devices"][0]["name"] == "NVIDIA A100-SXM4-80GB"
-    if fmt == "csv":
+    assert result["nvlink"] is False  # topo -m, ANSI header and all, shows no NV# link
+    if source == "csv":
         assert result["devices"][0]["memory_total_mib"] == 81920 and result["driver_version"]
+    monkeypatch.setenv("MTSLIME_STANDIN_NVLINK", "1")
+    assert acc.probe("cuda", STANDINS, standin_run(disabled))["nvlink"] is True
+
+
+def test_probe_cuda_asks_again_without_a_field_the_driver_rejects(isolated):
+    tools = fake_tools(isolated / "tools", "nvidia-smi")
+    short = ("index", "name", "uuid", "memory.total")
+    run = Runner(
+        {
+            ("nvidia-smi", acc.NVIDIA_QUERY, "--format=csv,noheader,nounits"): (
+                2,
+                "",
+                'Field "driver_version" is not a valid field to query.\n',
+            ),
+            ("nvidia-smi", "--query-gpu=%s" % ",".join(short), "--format=csv,noheader,nounits"): (
+                0,
+                "0, NVIDIA H200, GPU-0a1b2c3d-0000-4000-8000-000000000000, 143771\n",
+                "",
+            ),
+        }
+    )
+    result = acc.probe("cuda", tools, run)
+    assert (result["count"], result["source_format"], result["driver_version"]) == (1, "csv", None)
+    assert result["devices"][0] == {
+        "index": 0,
+        "name": "NVIDIA H200",
+        "uuid": "GPU-0a1b2c3d-0000-4000-8000-000000000000",
+        "memory_total_mib": 143771,
+    }
+    assert result["warnings"] == [
+        "nvidia-smi does not know the query field 'driver_version' (rc 2); asked again without it"
+    ]
+    assert result["nvlink"] is None  # one device: topo -m is not asked
+
+
+def test_probe_cuda_unknown_index_field_is_not_retried(isolated):
+    tools = fake_tools(isolated / "tools", "nvidia-smi")
+    run = Runner(
+        {
+            ("nvidia-smi", acc.NVIDIA_QUERY, "--format=csv,noheader,nounits"): (
+                2,
+                'Field "index" is not a valid field to query.\n',
+                "",
+            ),
+            ("nvidia-smi", "-L"): (0, sample("nvidia-smi_L_h100_8x.txt"), ""),
+            ("nvidia-smi", "topo", "-m"): (0, sample("nvidia-smi_topo_-m_nvlink.txt"), ""),
+        }
+    )
+    result = acc.probe("cuda", tools, run)
+    assert (result["count"], result["source_format"], result["verified"], result["nvlink"]) == (8, "list", True, True)
+
+
+def test_the_real_nvidia_smi_query_line():
+    """real-programs.md: `nvidia-smi` as the collection queries it prints this line."""
+    line = "0, NVIDIA H200, GPU-0a1b2c3d-0000-4000-8000-000000000000, 143771, 580.159.04\n"
+    _driver, (dev,) = fmt.parse_smi_csv(line)
+    assert (dev["name"], dev["memory_total_mib"]) == ("NVIDIA H200", 143771)
+
+
+@pytest.mark.parametrize(
+    "name, gpus, pairs", [("nvidia-smi_topo_-m.txt", 8, 0), ("nvidia-smi_topo_-m_nvlink.txt", 8, 28)]
+)
+def test_topo_matrix_with_the_ansi_underlined_header(name, gpus, pairs):
+    text = sample(name)
+    assert "\x1b[4m" in text  # as the real tool prints its header
+    assert fmt.parse_topo_matrix(text) == {"gpus": gpus, "nvlink_pairs": pairs}
+
+
+def test_topo_matrix_garbage():
+    assert fmt.parse_topo_matrix("") is None
+    assert fmt.parse_topo_matrix("NVIDIA-SMI has failed because it couldn't communicate with the driver.") is None
+
+
+@pytest.mark.parametrize(
+    "name, parser, count",
+    [
+        ("mthreads-gmi.txt", lambda t: fmt.parse_gmi_table(t)[1], 8),
+        ("mthreads-gmi_-L.txt", fmt.parse_list, 8),
+        ("mthreads-gmi_-L_colon.txt", fmt.parse_list, 8),
+        ("mthreads-gmi_-q.txt", lambda t: fmt.parse_gmi_query(t)[1], 8),
+        ("mthreads-gmi_-q_json.json", lambda t: fmt.parse_gmi_json(t)[1], 8),
+        ("mthreads-gmi_standin_no_device.txt", lambda t: fmt.parse_gmi_table(t)[1], 0),
+        ("nvidia-smi_-L.txt", fmt.parse_list, 8),
+        ("nvidia-smi_query_csv.txt", lambda t: fmt.parse_smi_csv(t)[1], 8),
+        ("nvidia-smi_query_csv_header.txt", lambda t: fmt.parse_smi_csv(t)[1], 8),
+    ],
+)
+def test_the_standins_samples_read_like_the_real_formats(name, parser, count):
+    """The samples the stand-ins print (tests/unit/data/accelerator/README.md) parse as the real tools' output."""
+    assert len(parser(sample(name))) == count
 
 
 def test_s4000_at_32768_gets_the_hint_even_without_an_expected_memory():

@@ -151,10 +151,20 @@ def test_empty_output_in_a_container(run_module, node):
 
 
 def test_no_device_message_is_quoted(run_module, node):
+    """`Error: No MT GPU device found.` comes with exit code 0: zero devices, said as the tool says it."""
     said = sample("mthreads-gmi_no_device.txt")
     tools = write_tool(node / "tools", "mthreads-gmi", {a: (0, said) for a in ("-q --json", "-q", "-L", "")})
-    result, _ = run_module(accelerator_info, {"vendor": "musa", "tool_dir": tools})
-    assert "it printed 'Error: No MT GPU device found.'" in result["problems"][0]
+    result, failed = run_module(accelerator_info, {"vendor": "musa", "tool_dir": tools, "fail_on_mismatch": True})
+    assert failed and result["accelerator"]["no_device"] == "Error: No MT GPU device found."
+    assert "says 'Error: No MT GPU device found.' (exit 0): the MT driver sees no GPU" in result["msg"]
+    assert [a["command"] for a in result["accelerator"]["attempts"]] == ["mthreads-gmi"]
+
+
+def test_an_unverified_format_is_a_warning(run_module, node):
+    tools = write_tool(node / "tools", "mthreads-gmi", {"-L": (0, sample("mthreads-gmi_L_spaced_colon.txt"))})
+    result, failed = run_module(accelerator_info, {"vendor": "musa", "tool_dir": tools, "expected_count": 8})
+    assert not failed and result["problems"] == [] and result["accelerator"]["verified"] is False
+    assert any("a format reconstructed without a public capture" in w for w in result["accelerator"]["warnings"])
 
 
 def test_cuda_node_from_the_csv_query(run_module, node):

@@ -63,3 +63,29 @@ def test_first_error_plain_line_is_its_own_exception():
     found = first_error(["ok", "ValueError: bad value", "more"])
     assert found["line"] == "ValueError: bad value" and found["exception"] == "ValueError: bad value"
     assert found["context"] == ["more"]
+
+
+def test_failed_conversion_under_torchrun_reports_the_ranks_exception(tmp_path, run_module):
+    """The converter under torchrun: rank-prefixed tracebacks, c10d's exit warning, torchrun's ChildFailedError.
+    The report names the root-cause rank's exception, without the rank prefix (tests/unit/data/logs)."""
+    async_dir = write_status(tmp_path, {"rc": 1, "failed": True})
+    log = os.path.join(os.path.dirname(__file__), "data", "logs", "convert_rank_prefixed.txt")
+    result, failed = run_module(module, {"jid": "j1", "async_dir": async_dir, "log_file": log})
+    assert not failed and result["job_failed"]
+    expected = "AssertionError: model.layers.0.self_attn.q_norm.weight not found in the Megatron model"
+    assert result["first_error"]["lineno"] == 6 and result["first_error"]["exception"] == expected
+    fatal = result["fatal_error"]
+    assert (fatal["lineno"], fatal["rank"], fatal["exception"], fatal["type"]) == (14, 0, expected, "AssertionError")
+
+
+def test_rank_prefix_and_noise_in_first_error():
+    lines = [
+        "W1201 10:00:00.123000 4120 torch/distributed/run.py:792] *****************************************",
+        "[rank1]:[W1201 10:00:41.512345678 ProcessGroupNCCL.cpp:1496] Warning: WARNING: destroy_process_group() was "
+        "not called before program exit, which can leak resources.",
+        "[rank1]: Traceback (most recent call last):",
+        '[rank1]:   File "x.py", line 1, in <module>',
+        "[rank1]: KeyError: 'w'",
+    ]
+    found = first_error(lines)
+    assert (found["lineno"], found["exception"]) == (3, "KeyError: 'w'")

@@ -1,4 +1,6 @@
-"""mtslime.posttrain.convert_patch: the guide's §3.2 MUSA diff on tools/convert_hf_to_torch_dist.py."""
+"""mtslime.posttrain.convert_patch: the guide's §3.2 MUSA diff on tools/convert_hf_to_torch_dist.py, on the
+converter's real forms (tests/standins/convert_forms/README.md): upstream THUDM/slime at HEAD 624b824a8 and at
+v0.3.1 (transcribed verbatim) and the Moore Threads fork that the guide's diff targets (reconstructed)."""
 from __future__ import annotations
 
 import difflib
@@ -11,6 +13,16 @@ import pytest
 from ansible_collections.mtslime.posttrain.plugins.modules import convert_patch as module
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "convert")
+FORMS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "standins", "convert_forms")
+# short names used below -> the file that holds that form
+NAMES = {
+    "head.py.txt": os.path.join(FORMS, "upstream_624b824a8.py.txt"),
+    "v0.3.1.py.txt": os.path.join(FORMS, "upstream_v0.3.1.py.txt"),
+    "mt_fork.py.txt": os.path.join(FORMS, "mt_fork.py.txt"),
+    "guide_hunks.diff": os.path.join(FORMS, "guide_musa_patch.diff"),
+    "head_patched.py.txt": os.path.join(DATA, "upstream_624b824a8.patched.py.txt"),
+    "v0.3.1_patched.py.txt": os.path.join(DATA, "upstream_v0.3.1.patched.py.txt"),
+}
 GUIDE_BACKEND_LINE = "        backend='musa:mccl,cpu:gloo', # accelerator.process_group_backend(),\n"
 BLOCK = [
     "import sys\n",
@@ -25,8 +37,12 @@ BLOCK = [
 ]
 
 
+def where(name):
+    return NAMES.get(name) or os.path.join(DATA, name)
+
+
 def fixture(name):
-    with open(os.path.join(DATA, name), encoding="utf-8") as handle:
+    with open(where(name), encoding="utf-8") as handle:
         return handle.read()
 
 
@@ -35,7 +51,7 @@ def install(tmp_path, name, mode=0o644):
     tools = tmp_path / "tools"
     tools.mkdir(exist_ok=True)
     path = str(tools / "convert_hf_to_torch_dist.py")
-    shutil.copyfile(os.path.join(DATA, name), path)
+    shutil.copyfile(where(name), path)
     os.chmod(path, mode)
     return path
 
@@ -89,12 +105,12 @@ def test_head_form_matches_guide(run_module, tmp_path):
     assert lines[start:start + len(BLOCK)] == BLOCK
     assert lines[start + len(BLOCK)] == "\n" and lines[start + len(BLOCK) + 1] == "import torch\n"
     assert GUIDE_BACKEND_LINE in lines
-    assert result["anchors"] == {"torch_import_line": 5, "backend_lines": [64]}
+    assert result["anchors"] == {"torch_import_line": 5, "backend_lines": [104]}
     assert result["diff"]["before"] == fixture("head.py.txt") and result["diff"]["after"] == after
     assert result["backup_file"] == path + ".orig"
     assert read(path + ".orig") == fixture("head.py.txt")
     assert any("sys.path block" in a for a in result["actions"])
-    assert any("set backend='musa:mccl,cpu:gloo' at line 64" in a for a in result["actions"])
+    assert any("set backend='musa:mccl,cpu:gloo' at line 104" in a for a in result["actions"])
     assert_compiles(after)
 
 
@@ -112,7 +128,9 @@ def test_v031_nccl_form(run_module, tmp_path):
     result, failed = run_module(module, {"path": path})
     assert not failed and result["changed"]
     assert result["form"] == "nccl"
+    assert result["anchors"] == {"torch_import_line": 5, "backend_lines": [102]}
     after = read(path)
+    assert after == fixture("v0.3.1_patched.py.txt")
     assert "        backend='musa:mccl,cpu:gloo', # \"nccl\",\n" in after
     assert "".join(BLOCK) in after
     assert after.index("_musa_patch_path = ") < after.index("import torch\n")
@@ -121,8 +139,67 @@ def test_v031_nccl_form(run_module, tmp_path):
     assert not again["changed"] and again["form"] == "nccl"
 
 
+def changes(hunk_lines):
+    """The added and removed lines of hunks, without their context (which differs between the forms)."""
+    return [line for line in hunk_lines if line[:1] in "+-" and not line.startswith("@@")]
+
+
+@pytest.mark.parametrize("name", ["head.py.txt", "v0.3.1.py.txt"])
+def test_upstream_forms_get_the_guides_changes_without_its_context(run_module, tmp_path, name):
+    """The guide's diff targets the MT fork; upstream has no `import json` and another device_id= line, so `patch`
+    applies it only with fuzz. The module makes the same changes there, found from the syntax tree."""
+    before = fixture(name)
+    assert "import json\n" not in before
+    assert "device_id=None if accelerator.is_musa_available()" not in before
+    path = install(tmp_path, name)
+    result, failed = run_module(module, {"path": path})
+    assert not failed and result["changed"]
+    guide = changes(guide_hunks())
+    if name == "v0.3.1.py.txt":  # the backend it replaces is "nccl", kept in the comment
+        guide = [g.replace("accelerator.process_group_backend()", '"nccl"') for g in guide]
+    assert changes(hunks(before, read(path))) == guide
+    assert_compiles(read(path))
+
+
+def test_the_image_converter_is_the_fork_form(run_module, tmp_path):
+    """tests/standins/rootfs/home/slime/tools/convert_hf_to_torch_dist.py is what the guide patches: the fork's
+    `import json` and device_id= line, and the guide's changes (the same lines) when the module patches it."""
+    image = os.path.join(os.path.dirname(FORMS), "rootfs", "home", "slime", "tools", "convert_hf_to_torch_dist.py")
+    text = read(image)
+    fork = fixture("mt_fork.py.txt").splitlines(True)
+    assert fork[1] == "import json\n" and "import gc\nimport json\nimport os\nimport shutil\n" in text
+    assert fork[129] in text  # the fork's device_id= line (guide diff context, line 130)
+    path = str(tmp_path / "convert_hf_to_torch_dist.py")
+    shutil.copyfile(image, path)
+    result, failed = run_module(module, {"path": path})
+    assert not failed and result["form"] == "accelerator"
+    assert changes(hunks(text, read(path))) == changes(guide_hunks())
+
+
+def test_refuses_when_the_patch_target_changed_upstream(run_module, tmp_path):
+    """A later upstream that sets up the process group in a helper: no backend= anchor is left in the file."""
+    text = fixture("head.py.txt")
+    call = text[text.index("    dist.init_process_group(\n"): text.index("    args = get_args()\n")]
+    changed = text.replace(call, "    init_distributed(world_size, global_rank, local_rank)\n").replace(
+        "from slime.utils import accelerator\n",
+        "from slime.utils import accelerator\nfrom slime.utils.distributed_utils import init_distributed\n",
+    )
+    path = str(tmp_path / "convert_hf_to_torch_dist.py")
+    with open(path, "w") as handle:
+        handle.write(changed)
+    result, failed = run_module(module, {"path": path})
+    assert failed and read(path) == changed and not os.path.exists(path + ".orig")
+    assert result["msg"].startswith(
+        "%s: the patch target changed upstream: no call to init_process_group with a backend= keyword in %s; "
+        "found no call to init_process_group at all; nothing was changed. Fix: patch %s by hand" % (path, path, path)
+    )
+    assert "upstream v0.3.1 or 624b824a8" in result["msg"]
+
+
 def test_os_imported_after_torch_gets_import_os(run_module, tmp_path):
-    text = fixture("v0.3.1.py.txt").replace("import gc\nimport os\nimport shutil\n\nimport torch\n", "import gc\nimport shutil\n\nimport torch\nimport os\n")
+    text = fixture("v0.3.1.py.txt").replace(
+        "import gc\nimport os\nimport shutil\n\nimport torch\n", "import gc\nimport shutil\n\nimport torch\nimport os\n"
+    )
     path = str(tmp_path / "convert.py")
     with open(path, "w") as handle:
         handle.write(text)
@@ -220,7 +297,8 @@ def test_missing_backend_anchor(run_module, tmp_path):
     msg = result["msg"]
     assert "no call to init_process_group with a backend= keyword in %s" % path in msg
     assert "found dist.init_process_group(**kwargs) at line 17" in msg
-    assert "update mtslime.posttrain.convert_patch or patch the file by hand" in msg
+    assert "the patch target changed upstream" in msg
+    assert "patch %s by hand as the guide's §3.2 diff shows" % path in msg
     assert read(path) == fixture("no_backend_kwarg.py.txt")
     assert not os.path.exists(path + ".orig")
 
@@ -239,7 +317,7 @@ def test_missing_torch_import(run_module, tmp_path):
     assert failed
     assert "no module-level import of torch in %s" % path in result["msg"]
     assert "only inside a function or block, first at line 9: import torch" in result["msg"]
-    assert "update mtslime.posttrain.convert_patch" in result["msg"]
+    assert "or update mtslime.posttrain.convert_patch for the new form" in result["msg"]
     assert read(path) == fixture("no_torch_import.py.txt")
 
 
@@ -269,7 +347,8 @@ def test_result_that_would_not_compile_changes_nothing(run_module, tmp_path, mon
 
     def broken_build(*args, **kwargs):
         text, details = real_build(*args, **kwargs)
-        return text.replace("    sys.path.insert(0, _musa_patch_path)\n", "sys.path.insert(0, _musa_patch_path\n"), details
+        broken = text.replace("    sys.path.insert(0, _musa_patch_path)\n", "sys.path.insert(0, _musa_patch_path\n")
+        return broken, details
 
     monkeypatch.setattr(module, "build", broken_build)
     result, failed = run_module(module, {"path": path})
@@ -320,7 +399,8 @@ def test_backup_kept_once(run_module, tmp_path):
     run_module(module, {"path": path, "state": "absent"})
     run_module(module, {"path": path})
     assert read(path + ".orig") == fixture("head.py.txt")
-    assert sorted(os.listdir(os.path.dirname(path))) == ["convert_hf_to_torch_dist.py", "convert_hf_to_torch_dist.py.orig"]
+    names = sorted(os.listdir(os.path.dirname(path)))
+    assert names == ["convert_hf_to_torch_dist.py", "convert_hf_to_torch_dist.py.orig"]
 
 
 def test_backup_false(run_module, tmp_path):
@@ -360,7 +440,9 @@ def test_state_absent_patched_without_backup_fails(run_module, tmp_path):
     assert read(path) == fixture("head_patched.py.txt")
 
 
-@pytest.mark.parametrize("name", ["head.py.txt", "v0.3.1.py.txt", "mt_fork.py.txt", "head_patched.py.txt"])
+@pytest.mark.parametrize(
+    "name", ["head.py.txt", "v0.3.1.py.txt", "mt_fork.py.txt", "head_patched.py.txt", "v0.3.1_patched.py.txt"]
+)
 def test_fixtures_compile(name):
     assert_compiles(fixture(name))
 

@@ -5,7 +5,8 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.mtslime.posttrain.plugins.filter import slime
-from ansible_collections.mtslime.posttrain.plugins.module_utils import train_args as ta
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils import known_flags
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils import train_args as ta
 
 
 def test_flag_tokens_types():
@@ -49,9 +50,42 @@ def test_shell_lines_group_values_and_quote():
 
 
 def test_unknown_flags_suggest_and_accept_passthrough():
-    found = ta.unknown_flags(["lr", "sglang-mem-fraction-static", "router-foo", "ref-laod"])
+    found = known_flags.unknown_flags(["lr", "sglang-mem-fraction-static", "router-foo", "ref-laod"])
     assert found == [("ref-laod", "ref-load")]
-    assert ta.unknown_flags(["zzz-qqq"]) == [("zzz-qqq", None)]
+    assert known_flags.unknown_flags(["zzz-qqq"]) == [("zzz-qqq", None)]
+    assert known_flags.unknown_flags(["zzz-qqq"], extra=["--zzz-qqq"]) == []
+
+
+@pytest.mark.parametrize("value", ["false", "true", 1, 0, "no"])
+def test_a_switch_given_anything_but_a_boolean_is_not_rendered(value):
+    """--sequence-parallel false would turn it ON (store_true): the filters refuse to render it."""
+    with pytest.raises(AnsibleFilterError, match="--sequence-parallel is a switch"):
+        slime.slime_flag_tokens({"sequence-parallel": value})
+    with pytest.raises(AnsibleFilterError, match="is a switch"):
+        slime.slime_arg_arrays({"PERF_ARGS": {"sequence-parallel": value}})
+    assert slime.slime_flag_tokens({"sequence-parallel": True, "use-tis": False}) == ["--sequence-parallel"]
+
+
+@pytest.mark.parametrize("name", ["A B", "X;rm", "1ARGS", "A$(x)", "A\nB"])
+def test_array_names_must_be_bash_names(name):
+    with pytest.raises(AnsibleFilterError, match="is not a bash array name"):
+        slime.slime_arg_arrays({name: {"lr": 1}})
+
+
+def test_shell_comment_never_ends_the_line():
+    text = slime.slime_shell_comment("/a b\nrm -rf /; `x`")
+    assert "\n" not in text and text.startswith("'") and "\\x0a" in text
+
+
+def test_hostfile_lines_need_ip_addresses_and_gpu_counts():
+    cluster = {"name": "c", "nodes": ["a", "b"], "addresses": {"a": "10.0.0.1", "b": "10.0.0.2"},
+               "gpus": {"a": 8, "b": 8}}
+    assert slime.slime_hostfile_lines(cluster) == ["10.0.0.1 slots=8", "10.0.0.2 slots=8"]
+    for bad in ("b.example", None, "10.0.0.2\n10.6.6.6 slots=8"):
+        with pytest.raises(AnsibleFilterError, match="node b has no usable IP address.*slime_node_ip"):
+            slime.slime_hostfile_lines(dict(cluster, addresses={"a": "10.0.0.1", "b": bad}))
+    with pytest.raises(AnsibleFilterError, match="slime_gpus_per_node"):
+        slime.slime_hostfile_lines(dict(cluster, gpus={"a": 8, "b": "8; x"}))
 
 
 class FakeHostvars(dict):
@@ -99,19 +133,6 @@ def test_topology_rejects_bad_gpu_count():
 ])
 def test_host_path(path, volumes, expected):
     assert slime.slime_host_path(path, volumes) == expected
-
-
-def test_save_dir_clashes_on_shared_storage_only():
-    hv = _hosts(
-        a={"slime_storage": "nfs", "slime_save_dir": "/data/ckpt"},
-        b={"slime_storage": "nfs", "slime_save_dir": "/data/ckpt"},
-        c={"slime_storage": "nfs", "slime_save_dir": "/data/other"},
-        d={"slime_save_dir": "/data/ckpt"},
-    )
-    topo = slime.slime_topology(hv, ["a", "b", "c", "d"], {})
-    clashes = slime.slime_save_dir_clashes(hv, topo)
-    assert set(clashes) == {"a", "b"}
-    assert "clusters a, b all save checkpoints to /data/ckpt on storage nfs" in clashes["a"]
 
 
 def test_storages_leader_is_the_first_node():

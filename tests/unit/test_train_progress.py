@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.mtslime.posttrain.plugins.module_utils import slime_log
+from ansible_collections.mtslime.posttrain.plugins.module_utils import slime_faq, slime_log
 from ansible_collections.mtslime.posttrain.plugins.module_utils.logscan import FirstErrorScanner, first_error
 from ansible_collections.mtslime.posttrain.plugins.modules import train_progress
 from fake_ray import FakeRay
@@ -78,9 +78,11 @@ def test_normal_run_with_nan_and_inf(run_module):
     assert result["last_checkpoint"] == 5 and result["last_checkpoint_dir"] == "/tmp/Qwen3-8B_slime/"
     assert result["loaded_checkpoint"]["iteration"] == 0
     assert result["first_error"] is None and result["hint"] is None and result["waiting_for_gpus"] is None
+    assert result["fatal_error"] is None and result["first_step"] == 1
     assert len(result["tail"]) == 3 and result["tail"][-1].startswith("(SGLangEngine pid=4001)")
     assert result["progress"] == (
-        "step 6 (6 steps logged), reward 0.4062, pass@8 0.7719, eval aime 0.2667 @ rollout 4, 1221 tok/s/GPU, checkpoint 5"
+        "step 6 (6 steps logged), reward 0.4062, pass@8 0.7719, eval aime 0.2667 @ rollout 4, 1221 tok/s/GPU, "
+        "checkpoint 5"
     )
     json.dumps(result, allow_nan=False)  # no bare NaN/Infinity reaches Ansible
 
@@ -94,20 +96,27 @@ def test_rollout_nan_reward_is_a_string(tmp_path):
 def test_resumed_run(run_module):
     result, failed = run_module(train_progress, {"log_file": log("resumed_run")})
     assert not failed
-    assert result["loaded_checkpoint"] == {"iteration": 5, "path": "/tmp/Qwen3-8B_slime", "lineno": 15}
+    assert result["loaded_checkpoint"] == {"iteration": 5, "path": "/tmp/Qwen3-8B_slime", "lineno": 21}
     assert result["last_step"] == 9 and result["steps"] == 4 and result["last_checkpoint"] == 8
-    assert result["eval_rollout"] == 9 and result["first_error"] is None
+    assert result["first_step"] == 6  # resumed from iteration 5: slime starts at rollout 5 + 1
+    assert result["eval_rollout"] == 9 and result["first_error"] is None and result["fatal_error"] is None
 
 
 def test_scheduler_dead_after_an_oom_points_at_the_oom(run_module):
-    """FAQ Q2: the first error is the OOM, not the later 'scheduler is dead'; the hint is Q4's order."""
+    """FAQ Q2: the first error is the OOM; the fatal one is the driver's RayTaskError ending in 'scheduler is
+    dead', a consequence, so the hint is the OOM's (Q4's order)."""
     result, failed = run_module(train_progress, {"log_file": log("oom_scheduler_dead")})
     assert not failed
     first = result["first_error"]
     assert first["kind"] == "oom" and first["faq"] == "Q4"
-    assert "torch.OutOfMemoryError: MUSA out of memory" in first["line"] and first["lineno"] == 40
+    assert "torch.OutOfMemoryError: MUSA out of memory" in first["line"] and first["lineno"] == 46
     assert first["exception"].startswith("torch.OutOfMemoryError")
-    assert first["context_start"] == 35 and first["context"][5] == first["line"]
+    assert first["context_start"] == 41 and first["context"][5] == first["line"]
+    fatal = result["fatal_error"]
+    assert fatal["exception"] == "RuntimeError: Rank 0 scheduler is dead. Please check if there are relevant logs."
+    assert (fatal["lineno"], fatal["traceback_start"], fatal["kind"]) == (57, 53, "scheduler_dead")
+    assert fatal["task"] == "ray::RolloutManager.generate()" and fatal["type"] == "RuntimeError"
+    assert result["hint_from"] == "first_error"
     hint = result["hint"]
     order = [
         hint.index(flag)
@@ -119,15 +128,24 @@ def test_scheduler_dead_after_an_oom_points_at_the_oom(run_module):
         )
     ]
     assert order == sorted(order)
-    assert result["last_step"] == 2 and result["progress"].startswith("failed: torch.OutOfMemoryError")
+    assert result["last_step"] == 2 and result["status"] is None
+    # without a status it is not called failed; the exception and its cause are named
+    assert result["progress"].startswith("step 2 (2 steps logged), reward 0.3438")
+    assert "; error at line 57: RuntimeError: Rank 0 scheduler is dead" in result["progress"]
+    assert "(caused by line 46: torch.OutOfMemoryError: MUSA out of memory" in result["progress"]
+    failed_line = slime_log.progress_line(result, "FAILED")
+    assert failed_line.startswith("FAILED after step 2: RuntimeError: Rank 0 scheduler is dead.")
+    assert "[in ray::RolloutManager.generate()] (line 57); caused by line 46: torch.OutOfMemoryError" in failed_line
+    assert "-- FAQ Q4: Device memory ran out." in failed_line and "Traceback" not in failed_line
 
 
-def test_the_first_error_is_found_beyond_max_bytes(run_module):
+def test_the_errors_are_found_beyond_max_bytes(run_module):
     result, _ = run_module(train_progress, {"log_file": log("oom_scheduler_dead"), "max_bytes": 300})
-    assert result["first_error"]["kind"] == "oom" and result["first_error"]["lineno"] == 40
+    assert result["first_error"]["kind"] == "oom" and result["first_error"]["lineno"] == 46
+    assert result["fatal_error"]["lineno"] == 57
     assert result["bytes_read"] == 300 and result["bytes"] > 300
     assert result["last_step"] is None  # the metrics only come from the last 300 bytes
-    assert result["steps"] == 2  # but step lines are counted over the whole log
+    assert result["steps"] == 2 and result["first_step"] == 1  # but step lines are counted over the whole log
 
 
 def test_musa_error_900_while_capturing_graphs(run_module):
@@ -136,27 +154,68 @@ def test_musa_error_900_while_capturing_graphs(run_module):
     assert first["kind"] == "graph_capture" and "MUSA error 900" in first["line"]
     assert "--sglang-disable-cuda-graph" in result["hint"] and "--sglang-cuda-graph-max-bs" in result["hint"]
     assert any("Capturing batches" in line for line in first["context"])
+    # the driver's last line is the fatal exception (no header above it in this log), a consequence
+    fatal = result["fatal_error"]
+    assert (fatal["lineno"], fatal["traceback_start"], fatal["kind"]) == (40, None, "scheduler_dead")
+    assert result["hint_from"] == "first_error"
 
 
 def test_long_placement_group_wait(run_module):
     result, _ = run_module(train_progress, {"log_file": log("placement_group_wait")})
-    assert result["first_error"] is None
-    assert result["waiting_for_gpus"] == {
+    assert result["first_error"] is None and result["fatal_error"] is None
+    wait = result["waiting_for_gpus"]
+    assert {k: wait[k] for k in ("needed", "elapsed", "registered", "available", "lineno")} == {
         "needed": 8,
         "elapsed": 330,
         "registered": 4.0,
         "available": 4.0,
         "lineno": 18,
     }
-    assert "placement group of 8 GPUs but Ray has 4 registered" in result["hint"]
-    assert result["progress"] == "waiting 330s for 8 GPUs (4 registered, 4 available)"
+    assert (wait["missing"], wait["unregistered"], wait["busy"]) == (4.0, 4.0, 0.0)
+    assert wait["message"] == (
+        "slime has waited 330s for a placement group of 8 GPUs: Ray has 4 registered, 4 available; "
+        "4 missing (4 not registered with Ray)"
+    )
+    assert result["hint_from"] == "waiting_for_gpus"
+    assert "waits without a time limit for a placement group of 8 GPUs" in result["hint"]
+    assert "4 of the GPUs are not registered with Ray at all" in result["hint"]
+    assert result["progress"] == "waiting 330s for 8 GPUs (4 registered, 4 available, 4 missing)"
+    running, _ = run_module(train_progress, {"log_file": log("placement_group_wait"), "status": "running"})
+    assert running["progress"] == "RUNNING: waiting 330s for 8 GPUs (4 registered, 4 available, 4 missing)"
+    assert running["status"] == "RUNNING"
+
+
+def test_a_wait_for_gpus_held_by_another_job(tmp_path):
+    path = tmp_path / "x.txt"
+    path.write_text(
+        "[2026-09-20 12:00:06] placement_group.py:125 - Creating placement group with 8 GPUs...\n"
+        "[2026-09-20 12:00:36] placement_group.py:64 - Waiting for placement group of 8 GPUs (elapsed 30s): "
+        "8 GPUs registered with Ray, 0.4 available.\n"
+    )
+    wait = slime_log.summarize_file(str(path))["waiting_for_gpus"]
+    assert (wait["missing"], wait["unregistered"], wait["busy"]) == (7.6, 0.0, 7.6)
+    assert wait["message"].endswith("; 7.6 missing (7.6 registered but in use)")
+
+
+WAIT_LINE = (
+    "[2026-09-20 12:00:30] placement_group.py:64 - Waiting for placement group of 8 GPUs (elapsed 30s): "
+    "4 GPUs registered with Ray, 4 available.\n"
+)
 
 
 def test_a_wait_followed_by_training_is_over(tmp_path):
     path = tmp_path / "x.txt"
+    path.write_text(WAIT_LINE + "(MegatronTrainRayActor pid=1) step 1: {'train/loss': 0.1}\n")
+    assert slime_log.summarize_file(str(path))["waiting_for_gpus"] is None
+
+
+def test_a_wait_ends_when_slime_lists_the_placed_bundles(tmp_path):
+    """slime prints no 'ready' line; once the group is placed it logs each bundle (placement_group.py L92)."""
+    path = tmp_path / "x.txt"
     path.write_text(
-        "[2026-09-20 12:00:30] placement_group.py:63 - Waiting for placement group of 8 GPUs (elapsed 30s): 4 GPUs registered with Ray, 4 available.\n"
-        "(MegatronTrainRayActor pid=1) step 1: {'train/loss': 0.1}\n"
+        WAIT_LINE
+        + "[2026-09-20 12:00:41] placement_group.py:92 -   bundle    0, actual_bundle_index:    0, node: 10.0.0.2, "
+        "gpu: 0\n"
     )
     assert slime_log.summarize_file(str(path))["waiting_for_gpus"] is None
 
@@ -166,6 +225,7 @@ def test_hf_validate_args(run_module):
     first = result["first_error"]
     assert first["kind"] == "hf_validate" and first["line"] == "Traceback (most recent call last):"
     assert first["exception"].startswith("AssertionError: hf_validate_args failed: hidden_size")
+    assert result["fatal_error"]["exception"] == first["exception"] and result["hint_from"] == "fatal_error"
     assert "MODEL_ARGS" in result["hint"] and "config.json" in result["hint"]
 
 
@@ -184,7 +244,7 @@ def test_hf_validate_args(run_module):
             "docker -v",
         ),
         (
-            "(MegatronTrainRayActor pid=1) RuntimeError: Rank 0 scheduler is dead. Please check if there are relevant logs.",
+            "(MegatronTrainRayActor pid=1) RuntimeError: Rank 0 scheduler is dead. Please check if there are logs.",
             "scheduler_dead",
             "SGLangEngine",
         ),
@@ -209,10 +269,11 @@ def test_hint_table(tmp_path, line, kind, words):
 
 
 def test_hints_are_data():
-    kinds = [entry["kind"] for entry in slime_log.HINTS]
+    kinds = [entry["kind"] for entry in slime_faq.HINTS]
     assert kinds.index("graph_capture") < kinds.index("oom") < kinds.index("scheduler_dead")
-    for entry in slime_log.HINTS:
+    for entry in slime_faq.HINTS:
         assert set(entry) >= {"kind", "faq", "error", "hint"}
+    assert slime_faq.CONSEQUENCE_KINDS == {"router_connect", "collective", "scheduler_dead"}
 
 
 def test_benign_lines_are_not_errors():

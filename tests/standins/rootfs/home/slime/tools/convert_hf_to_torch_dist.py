@@ -1,6 +1,8 @@
-# Stand-in for slime's tools/convert_hf_to_torch_dist.py (real: THUDM/slime, /home/slime/tools/ in
-# the MT image). Same CLI, launch env, config validation, log lines and torch_dist write order; no
-# weights are converted. Knobs: MTSLIME_STANDIN_CONVERT_SECONDS, MTSLIME_STANDIN_CONVERT_DIE_AT.
+# Stand-in for tools/convert_hf_to_torch_dist.py of the Moore Threads fork of slime (/home/slime/tools/ in the
+# MT image), the form the guide's §3.2 diff patches: `import json` beside gc/os/shutil, and
+# device_id=None on MUSA. Upstream THUDM/slime differs (tests/standins/convert_forms/README.md). Same CLI,
+# launch env, config validation, log lines and torch_dist write order as the real converter; no weights are
+# converted. Knobs: MTSLIME_STANDIN_CONVERT_SECONDS, MTSLIME_STANDIN_CONVERT_DIE_AT.
 import gc
 import json
 import os
