@@ -79,6 +79,33 @@ options:
       var:
         description: Variable that sets the path, named in the message.
         type: str
+      projection:
+        description:
+          - "For a training save dir: the run's checkpoints, O(disk[].projection.num_rollout) /
+            O(disk[].projection.save_interval) saves (plus the last rollout) of O(disk[].need_bytes) each (or the
+            size of the newest complete iteration already there), counted from the tracker's iteration, minus what
+            retention deletes, against the free space."
+          - A run that does not fit is a warning with the figures and the C(train_job_keep_checkpoints) that would
+            fit, not a failure.
+        type: dict
+        suboptions:
+          num_rollout:
+            description: C(--num-rollout).
+            type: int
+            required: true
+          save_interval:
+            description: C(--save-interval).
+            type: int
+            required: true
+          keep:
+            description: C(train_job_keep_checkpoints) (V(0) = keep all).
+            type: int
+            default: 0
+          prune:
+            description: C(train_job_prune); V(trash) keeps pruned checkpoints on the same disk.
+            type: str
+            choices: [trash, delete]
+            default: trash
   shm:
     description: Shared memory the training container gets.
     type: dict
@@ -180,7 +207,9 @@ checks:
     - "One entry per check (C(accelerator), C(docker), C(disk), C(shm), C(ports), C(commands)), each with C(ok) and C(detail);
       C(skipped) when the check was not asked for."
     - "C(docker) adds C(version), C(api_version), C(runtimes); C(disk), C(ports) and C(commands) add C(items);
-      C(shm) adds C(size_bytes) and C(mem_total_bytes)."
+      C(shm) adds C(size_bytes) and C(mem_total_bytes); a C(disk) item with O(disk[].projection) adds C(projection)
+      (C(saves_total), C(saves_remaining), C(checkpoint_bytes), C(at_end), C(need_bytes), C(free_bytes), C(ok),
+      C(fits_keep), C(warning))."
   returned: always
   type: dict
   sample:
@@ -206,6 +235,7 @@ from ansible_collections.mtslime.posttrain.plugins.module_utils.accelerator impo
     tools_for,
 )
 from ansible_collections.mtslime.posttrain.plugins.module_utils.common import human_bytes
+from ansible_collections.mtslime.posttrain.plugins.module_utils.disk_projection import project
 
 PROC = "/proc"
 DOCKER_TIMEOUT = 10
@@ -266,6 +296,12 @@ def nearest_existing(path):
     return current
 
 
+def project_run(path, free, need, projection):
+    """The run's checkpoints against the free space (a warning when they do not fit)."""
+    return project(os.path.abspath(os.path.expanduser(path)), free, need, projection["num_rollout"],
+                   projection["save_interval"], projection.get("keep") or 0, projection.get("prune") or "trash")
+
+
 def check_disk(items):
     failures = []
     rows = []
@@ -291,6 +327,8 @@ def check_disk(items):
         row = dict(
             path=path, checked=checked, free_bytes=free, need_bytes=need, what=what, ok=free >= need, device=device
         )
+        if item.get("projection"):
+            row["projection"] = project_run(path, free, need, item["projection"])
         rows.append(row)
         if free < need:
             at = "" if checked == os.path.abspath(path) else " (measured at %s, its nearest existing parent)" % checked
@@ -657,6 +695,15 @@ ARGUMENT_SPEC = dict(
             need_bytes=dict(type="raw", required=True),
             what=dict(type="str"),
             var=dict(type="str"),
+            projection=dict(
+                type="dict",
+                options=dict(
+                    num_rollout=dict(type="int", required=True),
+                    save_interval=dict(type="int", required=True),
+                    keep=dict(type="int", default=0),
+                    prune=dict(type="str", choices=["trash", "delete"], default="trash"),
+                ),
+            ),
         ),
     ),
     shm=dict(type="dict", options=dict(size=dict(type="raw", required=True), var=dict(type="str"))),
@@ -706,6 +753,8 @@ def preflight(params):
     if params["disk"]:
         disk_failures, checks["disk"] = check_disk(params["disk"])
         failures.extend(disk_failures)
+        projections = [row.get("projection") or {} for row in checks["disk"]["items"]]
+        warnings.extend(item["warning"] for item in projections if item.get("warning"))
     else:
         checks["disk"] = dict(ok=True, skipped=True, detail="no paths given")
 

@@ -30,4 +30,5 @@ def test_status_playbook_shows_the_progress():
     assert line and "RUNNING" in line[0] and "step " in line[0] and "reward " in line[0], line
     with open(ROOT + "/rendered/status.json") as handle:
         status = json.load(handle)
-    assert status[0]["step"] is not None and status[0]["manifest"]
+    cluster = status["clusters"][0]  # docs/status.md
+    assert cluster["last"]["step"] is not None and cluster["manifest"]["path"]
