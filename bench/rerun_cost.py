@@ -132,6 +132,10 @@ def run(playbook, root):
     }
     if os.environ.get("BENCH_PROFILE"):
         env["ANSIBLE_CALLBACKS_ENABLED"] = "mtslime.posttrain.cluster_recap,ansible.builtin.profile_tasks"
+    # An opt-in strategy (for example mitogen's: ANSIBLE_STRATEGY=mitogen_linear ANSIBLE_STRATEGY_PLUGINS=...).
+    for var in ("ANSIBLE_STRATEGY", "ANSIBLE_STRATEGY_PLUGINS", "PYTHONPATH"):
+        if os.environ.get(var):
+            env[var] = os.environ[var]
     os.makedirs(os.path.join(root, "runner"), exist_ok=True)
     start = time.monotonic()
     result = ansible_runner.run(private_data_dir=os.path.join(root, "runner"), playbook=playbook,

@@ -59,6 +59,8 @@ class CallbackModule(CallbackBase):
         self.failures.setdefault(host, (result._task.get_name(), _short(result._result.get("msg"))))
 
     def v2_runner_on_unreachable(self, result):
+        if result._task.ignore_unreachable:  # the first play's probe; its own message follows
+            return
         host = result._host.get_name()
         self.failures.setdefault(host, (result._task.get_name(), "unreachable: " + _short(result._result.get("msg"))))
 
