@@ -1,29 +1,38 @@
 # State of a Megatron-Core torch_dist checkpoint directory: a finished or
 # interrupted HF -> torch_dist conversion (tools/convert_hf_to_torch_dist.py)
-# or a training save dir (--save), plus a safe "move aside" for partial output.
+# or a training save dir (--save). The resume rule for a training save dir is
+# in mcore_resume.py (resume_plan / apply_resume_plan below).
 #
-# Facts relied on (docs/reference slime.md §1.3-1.4, §4.2-4.3):
-# - tracker file `latest_checkpointed_iteration.txt` holds an iteration number
-#   or `release`; Megatron writes it only after every rank finished saving.
-# - a checkpoint dir (`iter_%07d/` or `release/`) is complete when it has
-#   `metadata.json` (written last), `.metadata` (DCP) and >= 1 `*.distcp` shard.
-#   `common.pt` is not required (newer Megatron keeps common state in DCP).
+# Facts relied on (shared/reference real-programs.md, slime.md §1.3-1.4, §4.2-4.3):
+# - one save writes, per checkpoint dir (`iter_%07d/` or `release/`): the dir,
+#   optionally `common.pt` (recent Megatron keeps common state inside DCP), the
+#   shards `__<rank>_<k>.distcp` (two per rank by default), `.metadata` (torch
+#   DCP, temp file + rename), `metadata.json` (plain write, no fsync), then on
+#   rank 0 after a barrier the tracker `latest_checkpointed_iteration.txt`
+#   (plain write): a kill can leave metadata.json or the tracker 0 bytes.
+# - a checkpoint dir is complete when `.metadata` and `metadata.json` are
+#   non-empty and parse and every shard `.metadata` names is at least as long
+#   as the byte ranges it records there (dcp_metadata.py); weights are never read.
 # - the converter saves `iter_0000001/`, then rank 0 writes tracker `release`
 #   and renames `iter_0000001/` to `release/`; rerunning into a dir that has
 #   `release/` moves the new dir *into* it (`release/iter_0000001/`).
-# - training keeps the data cursor in `rollout/global_dataset_state_dict_<N>.pt`.
+# - training keeps slime's data cursor in `rollout/global_dataset_state_dict_<N>.pt`,
+#   written after the tracker.
 #
 # Standard library only; Python 3.8+.
 from __future__ import annotations
 
+import json
 import os
 import re
-import time
+import zipfile
+
+from ansible_collections.mtslime.posttrain.plugins.module_utils import dcp_metadata
 
 TRACKER = "latest_checkpointed_iteration.txt"
 RELEASE = "release"
 METADATA_JSON = "metadata.json"
-DCP_METADATA = ".metadata"
+DCP_METADATA = dcp_metadata.METADATA_FILE
 DISTCP_SUFFIX = ".distcp"
 ROLLOUT_DIR = "rollout"
 DATASET_STATE = "global_dataset_state_dict_%d.pt"
@@ -37,7 +46,8 @@ STATES = ("complete", "absent", "interrupted")
 KINDS = ("release", "training")
 
 # code -> (what it means, how to fix it). The message of a result combines them
-# with the path; callers may show SIGNATURES[code] on their own.
+# with the path; callers may show SIGNATURES[code] on their own. TRAINING_FIXES
+# replaces the fix for a training save dir, where the next job resumes by itself.
 SIGNATURES = {
     "not_a_directory": (
         "the path exists but is not a directory",
@@ -48,24 +58,29 @@ SIGNATURES = {
         "run the conversion (or training) into it, or move it aside",
     ),
     "no_tracker": (
-        "latest_checkpointed_iteration.txt is missing: the process died before or while saving",
-        "move the directory aside and rerun the conversion; a training run without a tracker starts from scratch",
+        "latest_checkpointed_iteration.txt is missing or empty: the process died before or while saving",
+        "move the directory aside and rerun the conversion",
     ),
     "tracker_unreadable": (
         "latest_checkpointed_iteration.txt cannot be read or holds neither an iteration number nor 'release'",
-        "move the directory aside and rerun, or write the last complete iteration into the tracker by hand",
+        "move the directory aside and rerun the conversion",
     ),
     "iter_dir_not_renamed": (
         "the converter saved iter_0000001/ but died before renaming it to release/",
         "move the directory aside and rerun the conversion into an empty --save directory",
     ),
     "release_dir_missing": (
-        "the tracker says 'release' but there is no release/ directory: the converter died between writing the tracker and renaming iter_0000001/",
+        "the tracker says 'release' but there is no release/ directory: the converter died between writing the "
+        "tracker and renaming iter_0000001/",
         "move the directory aside and rerun the conversion into an empty --save directory",
     ),
     "missing_metadata_json": (
-        "the checkpoint directory the tracker names lacks metadata.json, .metadata or *.distcp shards: saving was interrupted",
-        "move the directory aside and rerun the conversion (training: resume from the last complete iteration)",
+        "the checkpoint directory the tracker names lacks a readable metadata.json or .metadata: saving was cut",
+        "move the directory aside and rerun the conversion",
+    ),
+    "torn_shards": (
+        "a shard that .metadata names is missing or shorter than the byte ranges .metadata records for it",
+        "move the directory aside and rerun the conversion",
     ),
     "nested_release": (
         "release/ contains iter_0000001/: the converter was rerun into a --save directory that already had release/",
@@ -73,8 +88,17 @@ SIGNATURES = {
     ),
     "tracker_points_to_missing_iter": (
         "the tracker names an iteration whose iter_XXXXXXX/ directory does not exist",
-        "write the last complete iteration into latest_checkpointed_iteration.txt, or move the directory aside",
+        "move the directory aside and rerun the conversion",
     ),
+}
+_RESUME_FIX = (
+    "nothing to do by hand: the next job (site.yml) resumes from the newest complete iteration, moving the "
+    "newer ones aside, or starts from the converted checkpoint when none is complete"
+)
+TRAINING_FIXES = {
+    code: _RESUME_FIX
+    for code in ("no_tracker", "tracker_unreadable", "missing_metadata_json", "torn_shards",
+                 "tracker_points_to_missing_iter")
 }
 
 
@@ -89,29 +113,105 @@ def _listdir(path):
         return []
 
 
-def checkpoint_dir_missing(path):
-    """What a Megatron checkpoint dir (iter_XXXXXXX/ or release/) lacks to be
-    complete: a list drawn from metadata.json, .metadata, *.distcp; [] if complete."""
+def _size(path):
+    try:
+        return os.path.getsize(path) if os.path.isfile(path) else None
+    except OSError:
+        return None
+
+
+def check_checkpoint_dir(path):
+    """Whether a Megatron checkpoint dir (iter_XXXXXXX/ or release/) is complete, by its metadata.
+
+    Returns {complete, problems: [str], stage, shards, shard_bytes, metadata_tmp}. `stage` says where in
+    Megatron's write order the files stop (keys of _STAGES, or 'complete')."""
+    result = {"complete": False, "problems": [], "stage": "no_directory", "shards": 0, "shard_bytes": 0,
+              "metadata_tmp": False}
     if not os.path.isdir(path):
-        return ["directory"]
+        result["problems"].append("the directory does not exist")
+        return result
     names = set(_listdir(path))
-    missing = []
-    if METADATA_JSON not in names or not os.path.isfile(os.path.join(path, METADATA_JSON)):
-        missing.append(METADATA_JSON)
-    if DCP_METADATA not in names:
-        missing.append(DCP_METADATA)
-    if not any(name.endswith(DISTCP_SUFFIX) for name in names):
-        missing.append("*" + DISTCP_SUFFIX)
-    return missing
+    problems = result["problems"]
+    extents = None
+    metadata_size = _size(os.path.join(path, DCP_METADATA))
+    if metadata_size is None:
+        problems.append("%s is missing" % DCP_METADATA)
+    else:
+        try:
+            extents = dcp_metadata.read_extents(os.path.join(path, DCP_METADATA))["extents"]
+        except dcp_metadata.MetadataError as exc:
+            problems.append(str(exc))
+        else:
+            if not extents:
+                problems.append("%s names no shard file" % DCP_METADATA)
+                extents = None
+    json_size = _size(os.path.join(path, METADATA_JSON))
+    if json_size is None:
+        problems.append("%s is missing" % METADATA_JSON)
+    elif json_size == 0:
+        problems.append("%s is empty (0 bytes)" % METADATA_JSON)
+    else:
+        try:
+            with open(os.path.join(path, METADATA_JSON), encoding="utf-8") as handle:
+                parsed = json.load(handle)
+            if not isinstance(parsed, dict):
+                problems.append("%s is not a JSON object" % METADATA_JSON)
+        except (OSError, ValueError) as exc:
+            problems.append("%s is not valid JSON (%s)" % (METADATA_JSON, getattr(exc, "msg", exc)))
+    torn = []
+    for name in sorted(extents or {}):
+        size = _size(os.path.join(path, name))
+        if size is None:
+            torn.append("%s is missing" % name)
+        elif size < extents[name]:
+            torn.append("%s is %d bytes, %s records %d bytes in it" % (name, size, DCP_METADATA, extents[name]))
+    problems.extend(torn)
+    shards = [name for name in names if name.endswith(DISTCP_SUFFIX)]
+    result["shards"] = len(extents) if extents else len(shards)
+    result["shard_bytes"] = sum((extents or {}).values())
+    if not problems:
+        stage = "complete"
+    elif metadata_size is None:
+        stage = "shards" if shards else "no_shards"
+    elif extents is None:
+        stage = "damaged_metadata"
+    elif torn:
+        stage = "torn"
+    else:
+        stage = "no_metadata_json"
+    result.update(complete=stage == "complete", stage=stage, metadata_tmp=DCP_METADATA + ".tmp" in names)
+    return result
+
+
+_STAGES = {
+    "no_directory": "the directory does not exist",
+    "no_shards": "the save stopped before any shard was written",
+    "shards": "the save stopped while writing the shards, before .metadata",
+    "damaged_metadata": ".metadata is damaged (it is written through a temp file and a rename, so a kill does "
+                        "not leave it like this: the disk or a copy did)",
+    "no_metadata_json": "the save stopped between .metadata and metadata.json",
+    "torn": "shards are torn: cut after they were written, e.g. by a full disk, a killed copy or a truncation",
+}
+
+
+def describe_stage(check):
+    """One phrase: where in Megatron's write order the files stop, or what is damaged."""
+    return _STAGES.get(check["stage"], "complete")
+
+
+def checkpoint_dir_missing(path):
+    """What keeps a checkpoint dir from being complete: check_checkpoint_dir's problems ([] if complete)."""
+    return check_checkpoint_dir(path)["problems"]
 
 
 def is_complete_checkpoint_dir(path):
-    return not checkpoint_dir_missing(path)
+    return check_checkpoint_dir(path)["complete"]
 
 
 def read_tracker(path):
-    """(raw_text or None, parsed) where parsed is an int, 'release', or None when
-    the file is missing / unreadable / malformed. raw_text is whitespace-stripped."""
+    """(raw_text or None, parsed) where parsed is an int, 'release', or None when the file is missing,
+    empty (Megatron's plain write cut by a kill: the same as no tracker), unreadable or malformed.
+    raw_text is whitespace-stripped; None for a missing or empty tracker."""
     tracker = os.path.join(path, TRACKER)
     if not os.path.lexists(tracker):
         return None, None
@@ -121,6 +221,8 @@ def read_tracker(path):
     except OSError as exc:
         return "<unreadable: %s>" % exc.strerror, None
     text = data.decode("utf-8", "replace").strip()
+    if not text:
+        return None, None
     if text == RELEASE:
         return text, RELEASE
     if re.match(r"^\d+$", text):
@@ -128,17 +230,52 @@ def read_tracker(path):
     return text, None
 
 
-def _nested_iters(release_dir):
-    return [name for name in _listdir(release_dir) if ITER_RE.match(name) and os.path.isdir(os.path.join(release_dir, name))]
+def tracker_is_empty(path):
+    tracker = os.path.join(path, TRACKER)
+    return os.path.isfile(tracker) and read_tracker(path)[0] is None
+
+
+def iterations_of(path):
+    """Numbers of the iter_XXXXXXX/ directories in `path` (names moved aside do not match), sorted."""
+    found = []
+    for name in _listdir(path):
+        match = ITER_RE.match(name)
+        if match and os.path.isdir(os.path.join(path, name)):
+            found.append(int(match.group(1)))
+    return sorted(found)
+
+
+def dataset_state_file(path, iteration):
+    return os.path.join(path, ROLLOUT_DIR, DATASET_STATE % int(iteration))
+
+
+def dataset_state_ok(path, iteration):
+    """Whether slime's data cursor for `iteration` is usable: non-empty, and when it is torch's zip
+    format (torch.save since 1.6), a zip whose central directory is intact (read from its end only)."""
+    state = dataset_state_file(path, iteration)
+    size = _size(state)
+    if not size:
+        return False
+    try:
+        with open(state, "rb") as handle:
+            head = handle.read(4)
+        return zipfile.is_zipfile(state) if head == b"PK\x03\x04" else True
+    except OSError:
+        return False
 
 
 def _dataset_states(path):
     found = []
     for name in _listdir(os.path.join(path, ROLLOUT_DIR)):
         match = DATASET_STATE_RE.match(name)
-        if match:
+        if match and dataset_state_ok(path, int(match.group(1))):
             found.append(int(match.group(1)))
     return sorted(found)
+
+
+def _nested_iters(release_dir):
+    return [name for name in _listdir(release_dir)
+            if ITER_RE.match(name) and os.path.isdir(os.path.join(release_dir, name))]
 
 
 def _infer_kind(path, parsed, iterations, names):
@@ -154,6 +291,12 @@ def _infer_kind(path, parsed, iterations, names):
 
 def _signature(code, detail=None):
     return {"code": code, "detail": detail or SIGNATURES[code][0]}
+
+
+def _incomplete_signature(label, check, why):
+    """missing_metadata_json or torn_shards for an incomplete checkpoint dir, in the words of the write order."""
+    code = "torn_shards" if check["stage"] == "torn" else "missing_metadata_json"
+    return _signature(code, "%s %s: %s (%s)" % (label, why, "; ".join(check["problems"]), describe_stage(check)))
 
 
 def inspect_checkpoint(path, expect=None):
@@ -175,9 +318,11 @@ def inspect_checkpoint(path, expect=None):
         "signature": None,
         "message": "",
         "tracker": None,
+        "tracker_empty": False,
         "iterations": [],
         "complete_iterations": [],
         "incomplete_iterations": [],
+        "iteration_problems": {},
         "latest_iteration": None,
         "latest_complete_iteration": None,
         "release": False,
@@ -193,33 +338,31 @@ def inspect_checkpoint(path, expect=None):
         return _interrupted(result, _signature("not_a_directory"))
 
     names = [name for name in _listdir(path) if name != CONVERSION_RECORD]
-    iterations = sorted(
-        int(ITER_RE.match(name).group(1))
-        for name in names
-        if ITER_RE.match(name) and os.path.isdir(os.path.join(path, name))
-    )
-    complete = [it for it in iterations if is_complete_checkpoint_dir(os.path.join(path, iter_dirname(it)))]
+    iterations = iterations_of(path)
+    checks = {it: check_checkpoint_dir(os.path.join(path, iter_dirname(it))) for it in iterations}
+    complete = [it for it in iterations if checks[it]["complete"]]
     release_dir = os.path.join(path, RELEASE)
-    release_missing = checkpoint_dir_missing(release_dir)
+    release_check = check_checkpoint_dir(release_dir)
     raw, parsed = read_tracker(path)
     kind = expect or _infer_kind(path, parsed, iterations, names)
 
     result.update(
         kind=kind,
         tracker=raw,
+        tracker_empty=tracker_is_empty(path),
         iterations=iterations,
         complete_iterations=complete,
         incomplete_iterations=[it for it in iterations if it not in complete],
-        release=not release_missing,
+        iteration_problems={str(it): checks[it]["problems"] for it in iterations if not checks[it]["complete"]},
+        release=release_check["complete"],
         dataset_state_iterations=_dataset_states(path),
     )
     if parsed == RELEASE:
         result["latest_iteration"] = 0
     elif isinstance(parsed, int):
         result["latest_iteration"] = parsed
-        state_file = os.path.join(path, ROLLOUT_DIR, DATASET_STATE % parsed)
-        result["dataset_state_file"] = state_file
-        result["dataset_state"] = os.path.isfile(state_file)
+        result["dataset_state_file"] = dataset_state_file(path, parsed)
+        result["dataset_state"] = dataset_state_ok(path, parsed)
     # Largest complete iteration Megatron could resume from: bounded by the
     # tracker when there is a numeric one, else the largest complete one.
     bound = parsed if isinstance(parsed, int) else None
@@ -231,13 +374,14 @@ def inspect_checkpoint(path, expect=None):
 
     nested = _nested_iters(release_dir) if os.path.isdir(release_dir) else []
     if raw is None:
-        return _interrupted(result, _signature("no_tracker"))
+        return _interrupted(result, _no_tracker_signature(result, kind, checks))
     if parsed is None:
         return _interrupted(
             result,
             _signature(
                 "tracker_unreadable",
-                "latest_checkpointed_iteration.txt holds %r, which is neither an iteration number nor 'release'" % raw[:80],
+                "latest_checkpointed_iteration.txt holds %r, which is neither an iteration number nor 'release'"
+                % raw[:80],
             ),
         )
 
@@ -253,27 +397,22 @@ def inspect_checkpoint(path, expect=None):
             )
         if not os.path.isdir(release_dir):
             return _interrupted(result, _signature("release_dir_missing"))
-        if release_missing:
-            return _interrupted(
-                result,
-                _signature(
-                    "missing_metadata_json",
-                    "release/ lacks %s: the converter was interrupted while saving" % ", ".join(release_missing),
-                ),
-            )
+        if not release_check["complete"]:
+            return _interrupted(result, _incomplete_signature("release/", release_check, "is incomplete"))
         if kind == "release" and 1 in iterations:
             return _interrupted(
                 result,
                 _signature(
                     "iter_dir_not_renamed",
                     "the tracker says 'release' but iter_0000001/ is still there next to release/: "
-                    "a rerun of the converter died before its final rename",
+                    "a second conversion into this directory died before moving its iter_0000001/",
                 ),
             )
         result["state"] = "complete"
-        result["message"] = "%s is a complete %s checkpoint (tracker 'release', release/ has metadata.json, .metadata and shards)." % (
-            path,
-            "converted" if kind == "release" else "release",
+        result["message"] = (
+            "%s is a complete %s checkpoint (tracker 'release'; release/ has .metadata, metadata.json and the %d "
+            "shards .metadata names, none short)." % (path, "converted" if kind == "release" else "release",
+                                                      release_check["shards"])
         )
         return result
 
@@ -282,7 +421,13 @@ def inspect_checkpoint(path, expect=None):
     iter_dir = os.path.join(path, name)
     if kind == "release":
         if os.path.isdir(iter_dir):
-            detail = "the tracker says %s and %s/ was not renamed to release/: the converter died before its final rename" % (raw, name)
+            if not checks[parsed]["complete"]:
+                return _interrupted(
+                    result, _incomplete_signature(name + "/", checks[parsed], "(named by the tracker) is incomplete"))
+            detail = (
+                "the tracker says %s and the complete %s/ was not renamed to release/: the converter died after "
+                "saving, before its final rename" % (raw, name)
+            )
             if parsed != 1:
                 detail += " (a tracker other than 1 suggests a training save directory: use expect=training)"
             return _interrupted(result, _signature("iter_dir_not_renamed", detail))
@@ -301,12 +446,7 @@ def inspect_checkpoint(path, expect=None):
         )
     if parsed not in complete:
         return _interrupted(
-            result,
-            _signature(
-                "missing_metadata_json",
-                "%s/ (named by the tracker) lacks %s: saving iteration %d was interrupted"
-                % (name, ", ".join(checkpoint_dir_missing(iter_dir)), parsed),
-            ),
+            result, _incomplete_signature(name + "/", checks[parsed], "(named by the tracker) is incomplete")
         )
     result["state"] = "complete"
     result["message"] = "%s is a complete training checkpoint at iteration %d (%s/), data state %s." % (
@@ -318,58 +458,54 @@ def inspect_checkpoint(path, expect=None):
     return result
 
 
+def _no_tracker_signature(result, kind, checks):
+    what = "latest_checkpointed_iteration.txt is %s" % ("empty (0 bytes)" if result["tracker_empty"] else "missing")
+    if kind == "release":
+        if 1 in checks:
+            return _signature("no_tracker", "%s and iter_0000001/ is incomplete: %s (%s)" % (
+                what, "; ".join(checks[1]["problems"]) or "no problem found", describe_stage(checks[1]))
+                if not checks[1]["complete"] else
+                "%s but iter_0000001/ is complete: the converter died between metadata.json and the tracker" % what)
+        return _signature("no_tracker", "%s: the converter died before or while saving" % what)
+    if result["complete_iterations"]:
+        return _signature("no_tracker", "%s: a kill came while Megatron wrote it (newest complete iteration: %d)"
+                          % (what, result["complete_iterations"][-1]))
+    return _signature("no_tracker", "%s and no iteration is complete: no save finished" % what)
+
+
 def _interrupted(result, signature):
     result["state"] = "interrupted"
     result["signature"] = signature
     fix = SIGNATURES[signature["code"]][1]
-    message = "%s is not a usable checkpoint (%s): %s; fix: %s." % (result["path"], signature["code"], signature["detail"], fix)
+    if result.get("kind") == "training":
+        fix = TRAINING_FIXES.get(signature["code"], fix)
+    message = "%s is not a usable checkpoint (%s): %s; fix: %s." % (
+        result["path"], signature["code"], signature["detail"], fix)
     if result.get("latest_complete_iteration") is not None and result.get("kind") == "training":
         message = message[:-1] + " (last complete iteration: %d)." % result["latest_complete_iteration"]
     result["message"] = message
     return result
 
 
-def _clean_reason(reason):
-    reason = re.sub(r"[^A-Za-z0-9_.-]+", "-", str(reason or "aside")).strip("-.")
-    return reason or "aside"
-
-
-def aside_name(path, reason, now=None):
-    """The name move_aside would use for `path` now (first free one)."""
-    path = os.path.abspath(os.path.expanduser(path)).rstrip(os.sep)
-    stamp = time.strftime("%Y%m%dT%H%M%S", time.localtime(now if now is not None else time.time()))
-    base = "%s.%s-%s" % (path, _clean_reason(reason), stamp)
-    candidate = base
-    n = 1
-    while os.path.lexists(candidate):
-        candidate = "%s.%d" % (base, n)
-        n += 1
-    return candidate
-
-
-def move_aside(path, reason, now=None):
-    """Rename `path` to `<path>.<reason>-<YYYYmmddTHHMMSS>` (suffix `.1`, `.2`…
-    when taken) and return the new path. Never deletes anything."""
-    path = os.path.abspath(os.path.expanduser(path)).rstrip(os.sep)
-    if not os.path.lexists(path):
-        raise FileNotFoundError("cannot move aside %s: it does not exist" % path)
-    for _attempt in range(100):
-        target = aside_name(path, reason, now=now)
-        # os.rename would silently replace an empty directory; re-check right before.
-        if os.path.lexists(target):
-            continue
-        os.rename(path, target)
-        return target
-    raise FileExistsError("cannot find a free name to move %s aside" % path)
-
-
 def read_conversion_record(path):
     """The dict stored in <path>/.mtslime_conversion.json, or None (missing or unreadable)."""
-    import json
-
     try:
         with open(os.path.join(path, CONVERSION_RECORD), encoding="utf-8") as handle:
             data = json.load(handle)
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def resume_plan(save_dir):
+    """The one resume rule for a training save dir (pure: reads metadata only). See mcore_resume.py."""
+    from ansible_collections.mtslime.posttrain.plugins.module_utils import mcore_resume
+
+    return mcore_resume.resume_plan(save_dir)
+
+
+def apply_resume_plan(plan):
+    """Carry out resume_plan's moves (aside.py) and tracker rewrite (atomic). See mcore_resume.py."""
+    from ansible_collections.mtslime.posttrain.plugins.module_utils import mcore_resume
+
+    return mcore_resume.apply_resume_plan(plan)

@@ -15,12 +15,18 @@ description:
   - An interrupted directory comes with a signature naming what is wrong, for example C(iter_dir_not_renamed)
     (the converter died before renaming C(iter_0000001/) to C(release/)) or C(nested_release)
     (the converter was rerun into a directory that already had C(release/)).
-  - A conversion is complete when C(latest_checkpointed_iteration.txt) says C(release), C(release/) holds
-    C(metadata.json), C(.metadata) and at least one C(*.distcp) shard, and neither C(iter_0000001/) nor
-    C(release/iter_0000001/) exists. A training directory is complete when the iteration the tracker names is complete.
+  - A checkpoint directory (C(release/) or C(iter_XXXXXXX/)) is complete when its C(.metadata) (torch DCP's metadata,
+    read without torch and without running anything from it) and C(metadata.json) are non-empty and parse, and every
+    shard file that C(.metadata) names exists and is at least as long as the byte ranges C(.metadata) records for it.
+    The weights are never read.
+  - A conversion is complete when C(latest_checkpointed_iteration.txt) says C(release), C(release/) is complete, and
+    neither C(iter_0000001/) nor C(release/iter_0000001/) exists. A training directory is complete when the iteration
+    the tracker names is complete. A 0-byte tracker counts as no tracker.
+  - Where a training job resumes after a damaged save is decided by the resume rule (C(mcore.resume_plan)), which
+    M(mtslime.posttrain.ray_job) applies; this module only reports.
   - Optionally records, or compares with, the fingerprint of the Hugging Face model a conversion came from
     (file C(<path>/.mtslime_conversion.json)), moves an interrupted or stale directory aside to
-    C(<path>.<state>-<YYYYmmddTHHMMSS>) (never deletes), or fails on chosen states.
+    C(<path>.<state>-<YYYYmmddTHHMMSSZ>) (UTC; never deletes), or fails on chosen states.
 options:
   path:
     description: The checkpoint directory (the C(--save) of the conversion or of training).
@@ -28,8 +34,8 @@ options:
     required: true
   expect:
     description:
-      - C(release) for a conversion output, C(training) for a training save directory (a C(release) tracker is accepted too),
-        C(auto) to infer it (a C(rollout/) directory or iterations other than 1 mean training).
+      - C(release) for a conversion output, C(training) for a training save directory (a C(release) tracker is
+        accepted too), C(auto) to infer it (a C(rollout/) directory or iterations other than 1 mean training).
     type: str
     choices: [release, training, auto]
     default: auto
@@ -41,15 +47,20 @@ options:
     type: str
   record_fingerprint:
     description:
-      - Write C(<path>/.mtslime_conversion.json) with this fingerprint, the time and O(record_extra), after a successful conversion.
-      - The directory must be complete. Nothing is written when the same fingerprint and extra data are already recorded.
+      - Write C(<path>/.mtslime_conversion.json) with this fingerprint, the time and O(record_extra), after a
+        successful conversion.
+      - The directory must be complete. Nothing is written when the same fingerprint and extra data are already
+        recorded.
     type: str
   record_extra:
-    description: Additional data stored in the record with O(record_fingerprint) (for example the HF path and the converter command).
+    description: >-
+      Additional data stored in the record with O(record_fingerprint) (for example the HF path and the converter
+      command).
     type: dict
   move_aside_if:
     description:
-      - States that make the module rename the directory to C(<path>.<state>-<YYYYmmddTHHMMSS>) (with C(.1), C(.2)... when that name is taken).
+      - States that make the module rename the directory to C(<path>.<state>-<YYYYmmddTHHMMSSZ>) (with C(.1), C(.2)...
+        when that name is taken).
       - C(stale) means complete but converted from another model (needs O(fingerprint)).
       - Cannot be combined with O(record_fingerprint).
     type: list
@@ -138,8 +149,10 @@ signature:
   contains:
     code:
       description: >-
-        One of C(not_a_directory), C(empty_dir), C(no_tracker), C(tracker_unreadable), C(iter_dir_not_renamed),
-        C(release_dir_missing), C(missing_metadata_json), C(nested_release), C(tracker_points_to_missing_iter).
+        One of C(not_a_directory), C(empty_dir), C(no_tracker) (also a 0-byte tracker), C(tracker_unreadable),
+        C(iter_dir_not_renamed), C(release_dir_missing), C(missing_metadata_json) (C(.metadata) or C(metadata.json)
+        missing, empty or unparsable), C(torn_shards) (a shard that C(.metadata) names is missing or shorter than its
+        byte ranges), C(nested_release), C(tracker_points_to_missing_iter).
       type: str
     detail:
       description: One sentence saying what was found.
@@ -150,16 +163,21 @@ message:
   returned: always
   type: str
 tracker:
-  description: Content of C(latest_checkpointed_iteration.txt), whitespace stripped, or null when there is none.
+  description: >-
+    Content of C(latest_checkpointed_iteration.txt), whitespace stripped, or null when there is none or it is empty.
   returned: always
   type: str
+tracker_empty:
+  description: Whether the tracker file exists but is empty (a kill while Megatron wrote it); it counts as no tracker.
+  returned: always
+  type: bool
 iterations:
   description: Iterations that have an C(iter_XXXXXXX/) directory, sorted.
   returned: always
   type: list
   elements: int
 complete_iterations:
-  description: Iterations whose directory has C(metadata.json), C(.metadata) and at least one C(*.distcp).
+  description: Iterations whose directory is complete (metadata files non-empty and parsing, no shard missing or short).
   returned: always
   type: list
   elements: int
@@ -168,6 +186,11 @@ incomplete_iterations:
   returned: always
   type: list
   elements: int
+iteration_problems:
+  description: For each incomplete iteration (as a string key), what is wrong with it.
+  returned: always
+  type: dict
+  sample: {"42": ["__3_1.distcp is 5 bytes, .metadata records 2838 bytes in it"]}
 latest_iteration:
   description: The tracker as a number (0 for C(release)), null without a readable tracker.
   returned: always
@@ -183,7 +206,8 @@ release:
   returned: always
   type: bool
 dataset_state:
-  description: Whether C(rollout/global_dataset_state_dict_<latest_iteration>.pt) exists (the training data cursor).
+  description: >-
+    Whether C(rollout/global_dataset_state_dict_<latest_iteration>.pt) (slime's data cursor) exists and is not empty.
   returned: always
   type: bool
 dataset_state_file:
@@ -191,7 +215,7 @@ dataset_state_file:
   returned: always
   type: str
 dataset_state_iterations:
-  description: Iterations that have a C(rollout/global_dataset_state_dict_<N>.pt).
+  description: Iterations that have a non-empty C(rollout/global_dataset_state_dict_<N>.pt).
   returned: always
   type: list
   elements: int
@@ -208,7 +232,9 @@ fingerprint_recorded:
   returned: always
   type: str
 fingerprint_matches:
-  description: Whether the recorded fingerprint equals O(fingerprint); null when O(fingerprint) is not set or nothing is recorded.
+  description: >-
+    Whether the recorded fingerprint equals O(fingerprint); null when O(fingerprint) is not set or nothing is
+    recorded.
   returned: always
   type: bool
 moved_to:
@@ -231,12 +257,11 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.mtslime.posttrain.plugins.module_utils.aside import aside_name, move_aside
 from ansible_collections.mtslime.posttrain.plugins.module_utils.common import atomic_write, text_diff
 from ansible_collections.mtslime.posttrain.plugins.module_utils.mcore import (
     CONVERSION_RECORD,
-    aside_name,
     inspect_checkpoint,
-    move_aside,
     read_conversion_record,
 )
 
@@ -258,7 +283,8 @@ def record_text(record):
 def fail_message(state, info, params):
     path = info["path"]
     if state == "absent":
-        return "%s does not exist: no converted checkpoint there; run the conversion first or set path to the converted checkpoint" % path
+        return ("%s does not exist: no converted checkpoint there; run the conversion first or set path to the "
+                "converted checkpoint" % path)
     if state == "interrupted":
         return info["message"]
     if state == "stale":
@@ -267,7 +293,8 @@ def fail_message(state, info, params):
             "move it aside (move_aside_if: [stale]) and rerun the conversion"
             % (path, info["fingerprint_recorded"], info["record_file"], params["fingerprint"])
         )
-    return "%s already holds a complete checkpoint (tracker %s); move it aside or choose another path" % (path, info["tracker"])
+    return "%s already holds a complete checkpoint (tracker %s); move it aside or choose another path" % (
+        path, info["tracker"])
 
 
 def main():
@@ -279,7 +306,9 @@ def main():
             record_fingerprint=dict(type="str"),
             record_extra=dict(type="dict"),
             move_aside_if=dict(type="list", elements="str", choices=["interrupted", "stale", "complete"], default=[]),
-            fail_on=dict(type="list", elements="str", choices=["absent", "interrupted", "stale", "complete"], default=[]),
+            fail_on=dict(
+                type="list", elements="str", choices=["absent", "interrupted", "stale", "complete"], default=[]
+            ),
         ),
         supports_check_mode=True,
     )
@@ -289,9 +318,11 @@ def main():
 
     problems = []
     if params["record_fingerprint"] is not None and move_if:
-        problems.append("record_fingerprint and move_aside_if cannot be used in the same task (record after the conversion, move aside before it)")
+        problems.append("record_fingerprint and move_aside_if cannot be used in the same task (record after the "
+                        "conversion, move aside before it)")
     if ("stale" in move_if or "stale" in fail_on) and not params["fingerprint"]:
-        problems.append("'stale' in move_aside_if or fail_on needs the fingerprint option (the fingerprint of the HF model the conversion should come from)")
+        problems.append("'stale' in move_aside_if or fail_on needs the fingerprint option (the fingerprint of the HF "
+                        "model the conversion should come from)")
     if problems:
         module.fail_json(msg="%s: %s" % (MODULE, "; ".join(problems)), path=params["path"])
 
@@ -317,10 +348,12 @@ def main():
     if info["state"] == "complete" and matches is False:
         states.add("stale")
     if info["state"] == "complete" and params["fingerprint"] is not None and recorded is None:
-        info["actions"].append("no fingerprint recorded in %s: cannot tell which model %s was converted from" % (record_file, path))
+        info["actions"].append(
+            "no fingerprint recorded in %s: cannot tell which model %s was converted from" % (record_file, path))
 
     # Fail before changing anything; say every reason in one message.
-    errors = [fail_message(state, info, params) for state in ("absent", "interrupted", "stale", "complete") if state in states and state in fail_on]
+    errors = [fail_message(state, info, params) for state in ("absent", "interrupted", "stale", "complete")
+              if state in states and state in fail_on]
     if params["record_fingerprint"] is not None and info["state"] != "complete":
         errors.append(
             "cannot record fingerprint in %s: the checkpoint is %s (%s)"
@@ -329,7 +362,8 @@ def main():
     if errors:
         module.fail_json(msg="%s: %s" % (MODULE, " ".join(e if e.endswith(".") else e + "." for e in errors)), **info)
 
-    reason = next((state for state in ("interrupted", "stale", "complete") if state in states and state in move_if), None)
+    reason = next(
+        (state for state in ("interrupted", "stale", "complete") if state in states and state in move_if), None)
     if reason:
         if module.check_mode:
             target = aside_name(path, reason)
@@ -339,7 +373,8 @@ def main():
                 target = move_aside(path, reason)
             except OSError as exc:
                 module.fail_json(
-                    msg="%s: cannot move %s aside: %s; check permissions on %s" % (MODULE, path, exc, os.path.dirname(path)),
+                    msg="%s: cannot move %s aside: %s; check permissions on %s"
+                    % (MODULE, path, exc, os.path.dirname(path)),
                     **info
                 )
             info["actions"].append("moved %s (%s) aside to %s" % (path, reason, target))
@@ -353,9 +388,14 @@ def main():
 
     if params["record_fingerprint"] is not None:
         extra = params["record_extra"] or {}
-        unchanged = record is not None and record.get("fingerprint") == params["record_fingerprint"] and (record.get("extra") or {}) == extra
+        unchanged = (
+            record is not None
+            and record.get("fingerprint") == params["record_fingerprint"]
+            and (record.get("extra") or {}) == extra
+        )
         if unchanged:
-            info["actions"].append("fingerprint %s already recorded in %s" % (params["record_fingerprint"], record_file))
+            info["actions"].append(
+                "fingerprint %s already recorded in %s" % (params["record_fingerprint"], record_file))
         else:
             new_record = {
                 "fingerprint": params["record_fingerprint"],
@@ -369,9 +409,13 @@ def main():
                 try:
                     atomic_write(record_file, record_text(new_record), mode=0o644)
                 except OSError as exc:
-                    module.fail_json(msg="%s: cannot write %s: %s; check permissions on %s" % (MODULE, record_file, exc, path), **info)
+                    module.fail_json(
+                        msg="%s: cannot write %s: %s; check permissions on %s" % (MODULE, record_file, exc, path),
+                        **info
+                    )
             info["actions"].append(
-                "%s fingerprint %s in %s" % ("would record" if module.check_mode else "recorded", params["record_fingerprint"], record_file)
+                "%s fingerprint %s in %s"
+                % ("would record" if module.check_mode else "recorded", params["record_fingerprint"], record_file)
             )
             info.update(changed=True, record=new_record, fingerprint_recorded=params["record_fingerprint"])
             if params["fingerprint"] is not None:

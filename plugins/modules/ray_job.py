@@ -19,11 +19,15 @@ description:
     is finished). Otherwise (no job yet, or the latest FAILED or was STOPPED) attempt N+1 is submitted, N being the
     highest attempt number seen. Before that it refuses to submit, naming the job, when another active job on the
     cluster runs C(train.py) without this experiment's metadata (a job started by hand)."
-  - "Resume: with O(resume), the save directory is inspected first. If it holds a complete training checkpoint,
-    the value of C(--load) in O(entrypoint) becomes the save directory (C(--load <save_dir>) is appended when absent),
-    so Megatron loads the last saved iteration and slime continues at the next rollout (slime.md §4.3); RV(resumed_from_iteration)
-    says which. Otherwise the entrypoint is submitted unchanged and training starts from the converted checkpoint, as in the guide.
-    A save directory holding complete iterations that the tracker file does not name is not guessed at: the task fails and says how to fix it."
+  - "Resume: with O(resume), the save directory goes through the resume rule (module_utils mcore.resume_plan, see
+    docs/architecture.md): the newest complete iteration that has slime's data cursor (else the newest complete one,
+    with a warning that the prompt order starts over). Newer iterations (incomplete, torn, or without a data cursor),
+    their data cursors and a tracker naming them are moved aside (never deleted) and the tracker is rewritten to the
+    chosen iteration; then the value of C(--load) in O(entrypoint) becomes the save directory (C(--load <save_dir>) is
+    appended when absent), so Megatron loads that iteration and slime continues at the next rollout (slime.md §4.3);
+    RV(resumed_from_iteration) says which. With no complete iteration the entrypoint is submitted unchanged and
+    training starts from the converted checkpoint, as in the guide, with a warning. In check mode the moves are only
+    predicted."
   - "A local O(runtime_env) C(working_dir) is zipped (files at the root, Unix modes kept; C(excludes), C(.gitignore),
     C(.rayignore) and C(.git/) left out), named C(_ray_pkg_<sha256 of the zip>.zip), uploaded with
     C(GET)/C(PUT /api/packages/gcs/<name>) when Ray does not have it yet, and the job is submitted with
@@ -268,7 +272,10 @@ resumed_from_iteration:
   returned: always
   type: int
 resume:
-  description: What the save directory held (state, latest_iteration, latest_complete_iteration, dataset_state, message).
+  description: >-
+    What the save directory held (state, latest_iteration, latest_complete_iteration, as found before any move),
+    what the resume rule decided (resumed_from_iteration, dataset_state of that iteration, message, warnings, the
+    whole plan) and moved_to, the list of C({path, to}) moved aside (in check mode: that would be).
   returned: when O(resume) is set and a submission was planned
   type: dict
 entrypoint:
@@ -349,10 +356,17 @@ from ansible_collections.mtslime.posttrain.plugins.module_utils.ray_api import (
     normalize_url,
 )
 
+from ansible_collections.mtslime.posttrain.plugins.module_utils.aside import move_aside
+
 try:
-    from ansible_collections.mtslime.posttrain.plugins.module_utils.mcore import inspect_checkpoint, move_aside
+    from ansible_collections.mtslime.posttrain.plugins.module_utils.mcore import (
+        apply_resume_plan,
+        inspect_checkpoint,
+        resume_plan,
+    )
+    from ansible_collections.mtslime.posttrain.plugins.module_utils.mcore_resume import ResumeError, describe_actions
 except ImportError:  # pragma: no cover - mcore ships with the collection
-    inspect_checkpoint = move_aside = None
+    inspect_checkpoint = None
 
 EXPERIMENT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 RESTART_NOTE = "the running job keeps its arguments; stop it with playbooks/stop.yml to apply"
@@ -576,58 +590,54 @@ class ResumeRefused(Exception):
     pass
 
 
-def plan_resume(resume, entrypoint):
-    """(entrypoint to submit, resume info dict, warning or None)."""
+def plan_resume(resume, entrypoint, check_mode=False):
+    """(entrypoint to submit, resume info dict, warnings, actions). The resume rule is mcore.resume_plan; its
+    moves and tracker rewrite are applied here (predicted only in check mode)."""
     if not resume:
-        return entrypoint, None, None
+        return entrypoint, None, [], []
     if inspect_checkpoint is None:
         raise ResumeRefused(
             "resume needs module_utils/mcore.py (inspect_checkpoint), which is missing from the collection"
         )
     save_dir = os.path.abspath(os.path.expanduser(resume["save_dir"]))
     found = inspect_checkpoint(save_dir, expect="training")
+    plan = resume_plan(save_dir)
+    if check_mode:
+        actions = describe_actions(plan, check_mode=True)
+        moved = [{"path": m["path"], "to": m["to"]} for m in plan["moves"]]
+    else:
+        try:
+            done = apply_resume_plan(plan)
+        except ResumeError as exc:
+            raise ResumeRefused("resume.save_dir: %s" % exc) from None
+        actions, moved = done["actions"], done["moved"]
     info = {
         "save_dir": save_dir,
         "state": found.get("state"),
         "latest_iteration": found.get("latest_iteration"),
         "latest_complete_iteration": found.get("latest_complete_iteration"),
         "iterations": found.get("iterations") or [],
-        "dataset_state": found.get("dataset_state"),
-        "dataset_state_file": found.get("dataset_state_file"),
-        "message": found.get("message"),
+        "dataset_state": plan["data_state"],
+        "dataset_state_file": plan["dataset_state_file"],
+        "message": plan["message"],
+        "warnings": plan["warnings"],
+        "moved_to": moved,
+        "plan": plan,
         "load_flag": resume.get("load_flag") or "--load",
-        "resumed_from_iteration": None,
+        "resumed_from_iteration": plan["resume_iteration"],
     }
-    code = ((found.get("signature") or {}).get("code")) if found.get("signature") else None
-    if found.get("state") == "complete":
-        info["resumed_from_iteration"] = found.get("latest_iteration")
-        return set_flag(entrypoint, info["load_flag"], save_dir), info, None
-    if found.get("state") == "absent" or code == "empty_dir":
-        return entrypoint, info, None
-    if found.get("latest_complete_iteration") is None and code in (
-        "no_tracker",
-        "missing_metadata_json",
-        "tracker_points_to_missing_iter",
-    ):
-        warning = (
-            "resume.save_dir %s holds no complete checkpoint (%s); the job starts from the checkpoint in its entrypoint "
-            "and Megatron overwrites the incomplete iteration when it saves again" % (save_dir, found.get("message"))
-        )
-        return entrypoint, info, warning
-    raise ResumeRefused(
-        "resume.save_dir: %s ray_job does not guess which iteration to resume from: write the iteration to resume "
-        "(%s) into %s/latest_checkpointed_iteration.txt, or move %s aside to start over, then rerun."
-        % (
-            found.get("message"),
-            (
-                found.get("latest_complete_iteration")
-                if found.get("latest_complete_iteration") is not None
-                else "a complete one"
-            ),
-            save_dir,
-            save_dir,
-        )
-    )
+    warnings = list(plan["warnings"])
+    if moved:
+        # Moving user data is said in the output, not only in the result.
+        why = {m["path"]: m["why"] for m in plan["moves"]}
+        warnings.append("resume.save_dir %s: %s aside, never deleted: %s; %s" % (
+            save_dir, "would move" if check_mode else "moved",
+            "; ".join("%s -> %s (%s)" % (m["path"], m["to"], why.get(m["path"], "")) for m in moved),
+            "the job resumes from iteration %d" % plan["resume_iteration"] if plan["resume_iteration"] is not None
+            else "the job starts from the converted checkpoint"))
+    if plan["resume_iteration"] is None:
+        return entrypoint, info, warnings, actions
+    return set_flag(entrypoint, info["load_flag"], save_dir), info, warnings, actions
 
 
 # -- log follower -----------------------------------------------------------------------
@@ -1073,11 +1083,14 @@ def submit(run, client, url, jobs, follower, latest):
     attempt = max(jobs.max_attempt, recorded) + 1
     sid = "%s-attempt-%d" % (params["experiment"], attempt)
     try:
-        entrypoint, resume_info, resume_warning = plan_resume(params["resume"], params["entrypoint"])
+        entrypoint, resume_info, resume_warnings, resume_actions = plan_resume(
+            params["resume"], params["entrypoint"], run.check
+        )
     except ResumeRefused as exc:
         run.fail(str(exc))
-    if resume_warning:
-        run.warn(resume_warning)
+    for warning in resume_warnings:
+        run.warn(warning)
+    run.actions.extend(resume_actions)
     resumed = resume_info["resumed_from_iteration"] if resume_info else None
     run.result.update(
         submission_id=sid,
@@ -1102,6 +1115,8 @@ def submit(run, client, url, jobs, follower, latest):
         "latest job %s %s" % (latest["submission_id"], latest.get("status")) if latest else "no job",
     )
     after = "experiment %s: %s submitted, %s\n" % (params["experiment"], sid, how)
+    for move in (resume_info or {}).get("moved_to") or []:
+        after += "moved aside: %s -> %s\n" % (move["path"], move["to"])
     run.diffs.insert(0, {"before": before, "after": after, "before_header": "ray job", "after_header": "ray job"})
     run.changed = True
 

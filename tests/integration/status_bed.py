@@ -16,22 +16,16 @@ import yaml
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "tests", "unit"))
 
-from fake_ray import FakeRay  # noqa: E402  (tests/unit is not a package)
+import ckpt_layouts  # noqa: E402  (tests/unit is not a package)
+from fake_ray import FakeRay  # noqa: E402
 
 REPORT_DATA = os.path.join(REPO, "tests", "unit", "data", "report")
 EXPERIMENT = "qwen3-8B"
 
 
 def write_iteration(save, iteration, complete=True):
-    path = os.path.join(save, "iter_%07d" % iteration)
-    os.makedirs(path, exist_ok=True)
-    for name, data in (("common.pt", b"common"), ("__0_0.distcp", b"shard"), (".metadata", b"dcp")):
-        with open(os.path.join(path, name), "wb") as handle:
-            handle.write(data)
-    if complete:
-        with open(os.path.join(path, "metadata.json"), "w") as handle:
-            json.dump({"sharded_backend": "torch_dist"}, handle)
-    return path
+    """An iteration from real torch_dist metadata (tests/unit/data/dcp/); incomplete: no metadata.json."""
+    return ckpt_layouts.ckpt_dir(os.path.join(save, "iter_%07d" % iteration), metadata_json=complete)
 
 
 @dataclass

@@ -75,7 +75,8 @@ def docker_usable():
 def image():
     if not docker_usable():
         pytest.skip("Docker engine not reachable")
-    if not shutil.which("debootstrap") and run(["docker", "image", "inspect", "mtslime-test/node-base:current"]).returncode:
+    base = run(["docker", "image", "inspect", "mtslime-test/node-base:current"])
+    if not shutil.which("debootstrap") and base.returncode:
         pytest.skip("debootstrap is not installed (apt-get install -y debootstrap)")
     result = run([os.path.join(REPO, "tests", "images", "build")], timeout=900, check=True)
     tags = result.stdout.split()
@@ -211,8 +212,10 @@ def test_patched_conversion_complete_layout_then_nesting_trap(patched, converted
     assert "Using pipeline model parallel size: 8" in r.stdout
     assert "successfully saved checkpoint from iteration       1 to %s [ t 1/1, p 1/8 ]" % MCORE in r.stdout
     layout = files(patched, MCORE)
+    # Megatron's torch_dist through DCP: two shards per rank (writer thread_count 2), .metadata, common.pt
     assert layout == ["latest_checkpointed_iteration.txt", "release", "release/.metadata"] + [
-        "release/__%d_0.distcp" % i for i in range(8)] + ["release/common.pt", "release/metadata.json"]
+        "release/__%d_%d.distcp" % (i, k) for i in range(8) for k in (0, 1)] + [
+        "release/common.pt", "release/metadata.json"]
     assert exec_sh(patched, "cat %s/latest_checkpointed_iteration.txt" % MCORE).stdout == "release"
     meta = json.loads(exec_sh(patched, "cat %s/release/metadata.json" % MCORE).stdout)
     assert meta == {"sharded_backend": "torch_dist", "sharded_backend_version": 1,
@@ -272,15 +275,18 @@ def test_train_saves_and_resumes(patched, converted):
     extra = "--load /tmp/run --save /tmp/run --save-interval 2 --num-rollout 3"
     r = exec_sh(patched, "rm -rf /tmp/run; " + TRAIN.format(extra=extra), env=env)
     assert r.returncode == 0, r.stderr
-    assert "start_rollout_id=0" in r.stdout
+    # No tracker under --load: slime loads --ref-load (the converted release) as a finetune and starts at 0.
+    assert " loading release distributed checkpoint from %s" % MCORE in r.stdout
+    assert "Checkpoint %s/rollout/global_dataset_state_dict_-1.pt does not exist." % MCORE in r.stdout
     steps = re.findall(r"^\(MegatronTrainRayActor pid=\d+\) \[[\d\- :]+\] model\.py:\d+ - step (\d+): ", r.stdout, re.M)
     assert steps == ["0", "1", "2"]
     assert "'train/ppo_kl': nan" in r.stdout
-    assert re.search(r"^\(RolloutManager pid=\d+\) \[.*\] rollout_metrics\.py:\d+ - eval 0: \{'eval/aime': ", r.stdout, re.M)
+    assert re.search(r"^\(RolloutManager pid=\d+\) \[.*\] rollout_metrics\.py:\d+ - eval 0: \{'eval/aime': ",
+                     r.stdout, re.M)
     assert "passrate 2: {'passrate/pass@1': " in r.stdout and "'passrate/pass@8'" in r.stdout
     layout = files(patched, "/tmp/run")
     for it in ("iter_0000001", "iter_0000002"):
-        assert {".metadata", "__0_0.distcp", "common.pt", "metadata.json"} <= {
+        assert {".metadata", "__0_0.distcp", "__0_1.distcp", "common.pt", "metadata.json"} <= {
             p.split("/", 1)[1] for p in layout if p.startswith(it + "/")}
     assert not any(p.startswith("iter_0000000") for p in layout)
     assert "rollout/global_dataset_state_dict_1.pt" in layout and "rollout/global_dataset_state_dict_2.pt" in layout
@@ -289,13 +295,17 @@ def test_train_saves_and_resumes(patched, converted):
     assert rewards == sorted(rewards)
     resumed = exec_sh(patched, TRAIN.format(extra=extra.replace("--num-rollout 3", "--num-rollout 5")), env=env)
     assert resumed.returncode == 0, resumed.stderr
-    assert "start_rollout_id=3" in resumed.stdout
+    assert " loading distributed checkpoint from /tmp/run at iteration 2" in resumed.stdout
     assert re.findall(r" - step (\d+): ", resumed.stdout) == ["3", "4"]
-    assert "global_dataset_state_dict_2.pt" in resumed.stdout
+    assert "load metadata from /tmp/run/rollout/global_dataset_state_dict_2.pt" in resumed.stdout
     # The guide's own CKPT_ARGS load the converted release checkpoint: iteration 0, so rollout 1 first.
     guide = exec_sh(patched, TRAIN.format(extra="--num-rollout 2"), env=env)
     assert guide.returncode == 0, guide.stderr
-    assert "start_rollout_id=1" in guide.stdout and re.findall(r" - step (\d+): ", guide.stdout) == ["1"]
+    assert " loading release distributed checkpoint from %s" % MCORE in guide.stdout
+    assert re.findall(r" - step (\d+): ", guide.stdout) == ["1"]
+    # slime prints none of these (real-programs.md)
+    for text in (r.stdout, resumed.stdout, guide.stdout):
+        assert "start_rollout_id=" not in text and "training finished" not in text
 
 
 def test_train_crash_knobs(patched, converted):
@@ -310,14 +320,16 @@ def test_train_crash_knobs(patched, converted):
                       + TRAIN.format(extra=extra) + "; echo rc=$?; rm -f /etc/mtslime-standin.json",
                       env={"MTSLIME_STANDIN_NO_RAY": "1"})
     assert "rc=1" in control.stdout and "stand-in crash at step 2" in control.stderr
-    assert "start_rollout_id=1" in control.stdout
+    assert " loading distributed checkpoint from /tmp/crash at iteration 0" in control.stdout
+    assert re.findall(r" - step (\d+): ", control.stdout)[0] == "1"
 
 
 @pytest.mark.parametrize("extra,error", [
     ("--no-such-flag 1", "train.py: error: unrecognized arguments: --no-such-flag 1"),
     ("--rollout-temperature 0", "ValueError: --rollout-temperature must be > 0"),
     ("--prompt-data /data/models/data/missing.parquet", "FileNotFoundError: --prompt-data not found"),
-    ("--input-key question", "ValueError: --prompt-data /data/models/data/amt_math17k_d_qweninstruct.parquet has no column 'question'"),
+    ("--input-key question",
+     "ValueError: --prompt-data /data/models/data/amt_math17k_d_qweninstruct.parquet has no column 'question'"),
     ("--save-interval 2 --save ''", "ValueError: --save-interval is set (2) but --save is not"),
 ])
 def test_train_rejects_bad_input(patched, converted, extra, error):
@@ -326,23 +338,30 @@ def test_train_rejects_bad_input(patched, converted, extra, error):
     assert error in r.stderr
 
 
-def post_job(name, submission_id, entrypoint, env_vars):
+def post_job(name, submission_id, entrypoint, env_vars, until=None):
+    """Submit a job and wait until it ends, or (with `until`) until its log shows that text; then report
+    its status and log, and stop it if it still runs."""
     body = json.dumps({"entrypoint": entrypoint, "submission_id": submission_id,
                        "runtime_env": {"env_vars": env_vars}})
     script = r"""
 import json, sys, time, urllib.request
 base = "http://127.0.0.1:8772/api/jobs/"
+until = sys.argv[3] or None
 req = urllib.request.Request(base, sys.argv[1].encode(), {"Content-Type": "application/json"})
 urllib.request.urlopen(req).read()
 for _ in range(240):
     job = json.load(urllib.request.urlopen(base + sys.argv[2]))
-    if job["status"] in ("SUCCEEDED", "FAILED", "STOPPED"):
+    logs = json.load(urllib.request.urlopen(base + sys.argv[2] + "/logs"))["logs"]
+    if job["status"] in ("SUCCEEDED", "FAILED", "STOPPED") or (until and until in logs):
         break
     time.sleep(0.5)
-logs = json.load(urllib.request.urlopen(base + sys.argv[2] + "/logs"))["logs"]
-print(json.dumps({"status": job["status"], "exit": job.get("driver_exit_code"), "logs": logs}))
+status = job["status"]
+if status not in ("SUCCEEDED", "FAILED", "STOPPED"):
+    urllib.request.urlopen(urllib.request.Request(base + sys.argv[2] + "/stop", b"", method="POST")).read()
+print(json.dumps({"status": status, "exit": job.get("driver_exit_code"), "logs": logs}))
 """
-    r = run(["docker", "exec", name, "python3", "-c", script, body, submission_id], timeout=200, check=True)
+    r = run(["docker", "exec", name, "python3", "-c", script, body, submission_id, until or ""], timeout=200,
+            check=True)
     return json.loads(r.stdout)
 
 
@@ -350,17 +369,33 @@ def test_ray_head_and_job_reach_step_lines(patched, converted):
     exec_sh(patched, "ray start --head --port 64379 --dashboard-port 8772 --dashboard-host 127.0.0.1 "
             "--num-cpus 64 --num-gpus 8 --disable-usage-stats", timeout=120, check=True)
     try:
-        args = exec_sh(patched, "source /tmp/guide_args.sh; printf '%s\\n' \"${ARGS[@]}\"", check=True).stdout.split("\n")[:-1]
-        entry = "python3 /home/slime/train.py " + " ".join(shlex.quote(a) for a in args) + " --num-rollout 3"
-        job = post_job(patched, "standin-ok", entry, {"MTSLIME_STANDIN_STEP_SECONDS": "0.2"})
+        printed = exec_sh(patched, "source /tmp/guide_args.sh; printf '%s\\n' \"${ARGS[@]}\"", check=True)
+        args = printed.stdout.split("\n")[:-1]
+        entry = "python3 /home/slime/train.py " + " ".join(shlex.quote(a) for a in args) + " --num-rollout 4"
+        job = post_job(patched, "standin-ok", entry, {"MTSLIME_STANDIN_STEP_SECONDS": "0.2",
+                                                      "MTSLIME_STANDIN_HANDLED_TRACEBACK_AT_STEP": "2",
+                                                      "MTSLIME_STANDIN_OOM_RECOVERED_AT_STEP": "2"})
+        # A handled traceback and a recovered OOM are printed, and the job goes on to the end.
         assert job["status"] == "SUCCEEDED", job["logs"][-3000:]
-        assert "Placement group of 8 GPUs is ready" in job["logs"]
-        assert re.findall(r" - step (\d+): ", job["logs"]) == ["1", "2"]
+        assert re.findall(r" - step (\d+): ", job["logs"]) == ["1", "2", "3"]
+        assert re.search(r"^\(RolloutManager pid=\d+\) httpx\.ReadTimeout: timed out$", job["logs"], re.M)
+        assert re.search(r"^\(SGLangEngine pid=\d+\) \[.* TP0\] Decode out of memory happened\.", job["logs"], re.M)
+        assert "is ready" not in job["logs"] and "training finished" not in job["logs"]
+        crashed = post_job(patched, "standin-ray-crash", entry, {"MTSLIME_STANDIN_STEP_SECONDS": "0.2",
+                                                                  "MTSLIME_STANDIN_RAY_CRASH_AT_STEP": "2"})
+        assert crashed["status"] == "FAILED" and crashed["exit"] == 1, crashed["logs"][-3000:]
+        # Ray colours the actor's name (ANSI codes; the guide's sed removes them from the log file).
+        plain = re.sub(r"\x1b\[[0-9;]*m", "", crashed["logs"])
+        assert re.search(r"^ray\.exceptions\.RayTaskError\(AssertionError\): ray::MegatronTrainRayActor\.train\(\) "
+                         r"\(pid=\d+, ip=", plain, re.M), plain[-3000:]
+        assert "AssertionError: Expected 512, got 511" in crashed["logs"]
+        # Not enough GPUs: slime waits without a time limit, printing its wait line.
         starved = post_job(patched, "standin-starved", entry + " --rollout-num-gpus 8",
-                           {"MTSLIME_STANDIN_WAIT_LOG_SECONDS": "1", "MTSLIME_STANDIN_PG_TIMEOUT": "3"})
-        assert starved["status"] == "FAILED" and starved["exit"] == 1
-        assert ("Waiting for placement group of 12 GPUs (elapsed 1s): 8 GPUs registered with Ray, 8 available."
-                in starved["logs"])
-        assert "RuntimeError: Placement group of 12 GPUs was not ready" in starved["logs"]
+                           {"MTSLIME_STANDIN_WAIT_LOG_SECONDS": "1"},
+                           until="Waiting for placement group of 12 GPUs (elapsed 3s)")
+        assert starved["status"] == "RUNNING", starved["logs"][-3000:]
+        for elapsed in (1, 2, 3):
+            assert ("Waiting for placement group of 12 GPUs (elapsed %ds): 8 GPUs registered with Ray, 8 available."
+                    % elapsed in starved["logs"])
     finally:
         exec_sh(patched, "ray stop --force", timeout=120)

@@ -2,6 +2,9 @@
 (module_utils/disk_projection.py and node_preflight's disk entry)."""
 from __future__ import annotations
 
+import os
+
+import ckpt_layouts
 import pytest
 
 from ansible_collections.mtslime.posttrain.plugins.module_utils import disk_projection as dp
@@ -52,14 +55,12 @@ def test_a_resumed_run_counts_what_is_left_with_the_measured_size(tmp_path):
     save = tmp_path / "save"
     for number in (199, 399):
         path = save / ("iter_%07d" % number)
-        path.mkdir(parents=True)
-        (path / "__0_0.distcp").write_bytes(b"x" * 4096)
-        (path / ".metadata").write_bytes(b"m")
-        (path / "metadata.json").write_text("{}")
+        ckpt_layouts.ckpt_dir(path)  # real torch_dist metadata, shards of the real sizes
+    size = sum(os.path.getsize(os.path.join(path, name)) for name in os.listdir(path))
     (save / "latest_checkpointed_iteration.txt").write_text("399")
-    result = dp.project(str(save), 13 * 4099 - 1, 107 * GIB, 3000, 200)
+    result = dp.project(str(save), 13 * size - 1, 107 * GIB, 3000, 200)
     assert result["start_rollout"] == 400 and result["saves_remaining"] == 13 and result["existing"] == 2
-    assert result["checkpoint_bytes"] == 4096 + 1 + 2 and result["measured_from"].endswith("iter_0000399")
+    assert result["checkpoint_bytes"] == size and result["measured_from"].endswith("iter_0000399")
     assert not result["ok"] and "13 still to come after iteration 399" in result["warning"]
     assert "size of iter_0000399" in result["warning"]
 

@@ -1,59 +1,16 @@
-"""module_utils/mcore.py: the layouts of slime.md §1.4 (conversion) and §4.2 (training save dir)."""
+"""module_utils/mcore.py: the layouts of slime.md §1.4 (conversion) and §4.2 (training save dir), and the
+completeness rule on the byte ranges of REAL torch_dist metadata (tests/unit/data/dcp/)."""
 from __future__ import annotations
 
 import json
 import os
-import time
 
 import pytest
+from ckpt_layouts import (
+    LAYOUTS, PINNED, RECENT, ckpt_dir, conversion, cut, data_state, layout_files, shard_names, tracker, training,
+)
 
 from ansible_collections.mtslime.posttrain.plugins.module_utils import mcore
-
-METADATA = {"sharded_backend": "torch_dist", "sharded_backend_version": 1, "common_backend": "torch", "common_backend_version": 1}
-
-
-def ckpt_dir(path, ranks=8, metadata_json=True, dcp_metadata=True, common=True):
-    """A torch_dist checkpoint dir as Megatron writes it (files are tiny stand-ins)."""
-    os.makedirs(path, exist_ok=True)
-    if common:
-        with open(os.path.join(path, "common.pt"), "wb") as handle:
-            handle.write(b"PK\x03\x04common")
-    for rank in range(ranks):
-        with open(os.path.join(path, "__%d_0.distcp" % rank), "wb") as handle:
-            handle.write(b"\x00" * 16)
-    if dcp_metadata:
-        with open(os.path.join(path, ".metadata"), "wb") as handle:
-            handle.write(b"\x80\x04dcp")
-    if metadata_json:
-        with open(os.path.join(path, "metadata.json"), "w") as handle:
-            json.dump(METADATA, handle)
-    return path
-
-
-def tracker(path, text):
-    with open(os.path.join(path, "latest_checkpointed_iteration.txt"), "w") as handle:
-        handle.write(text)
-
-
-def conversion(root, name="Qwen3-8B_slime"):
-    """Finished conversion: tracker 'release' (no newline) + complete release/."""
-    save = os.path.join(str(root), name)
-    ckpt_dir(os.path.join(save, "release"))
-    tracker(save, "release")
-    return save
-
-
-def training(root, iters=(19, 39), latest=39, dataset_state=True, name="run"):
-    save = os.path.join(str(root), name)
-    for it in iters:
-        ckpt_dir(os.path.join(save, "iter_%07d" % it), ranks=4)
-        if dataset_state:
-            os.makedirs(os.path.join(save, "rollout"), exist_ok=True)
-            with open(os.path.join(save, "rollout", "global_dataset_state_dict_%d.pt" % it), "wb") as handle:
-                handle.write(b"state")
-    if latest is not None:
-        tracker(save, str(latest))
-    return save
 
 
 def code(info):
@@ -78,9 +35,10 @@ def test_complete_conversion(tmp_path):
     assert mcore.inspect_checkpoint(save)["kind"] == "release"
 
 
-def test_complete_conversion_without_common_pt(tmp_path):
+def test_complete_conversion_in_the_recent_layout_without_common_pt(tmp_path):
     save = os.path.join(str(tmp_path), "c")
-    ckpt_dir(os.path.join(save, "release"), common=False)
+    ckpt_dir(os.path.join(save, "release"), layout=RECENT)
+    assert "common.pt" not in os.listdir(os.path.join(save, "release"))
     tracker(save, "release\n")
     assert mcore.inspect_checkpoint(save, expect="release")["state"] == "complete"
 
@@ -123,6 +81,25 @@ def test_no_tracker(tmp_path):
     assert code(info) == "no_tracker"
     assert info["iterations"] == [1] and info["complete_iterations"] == []
     assert "rerun the conversion" in info["message"]
+    assert "the save stopped between .metadata and metadata.json" in info["message"]
+    assert "before its final rename" not in info["message"]
+
+
+def test_empty_tracker_is_no_tracker(tmp_path):
+    save = conversion(tmp_path)
+    tracker(save, "")
+    info = mcore.inspect_checkpoint(save, expect="release")
+    assert code(info) == "no_tracker" and info["tracker"] is None and info["tracker_empty"] is True
+    assert "empty (0 bytes)" in info["signature"]["detail"]
+    assert mcore.read_tracker(save) == (None, None)
+
+
+def test_training_dir_without_tracker_is_not_told_to_rerun_the_conversion(tmp_path):
+    save = training(tmp_path, latest=None)
+    info = mcore.inspect_checkpoint(save, expect="training")
+    assert code(info) == "no_tracker"
+    assert "conversion" not in info["message"]
+    assert "resumes from the newest complete iteration" in info["message"]
 
 
 def test_tracker_1_with_iter_dir_not_renamed(tmp_path):
@@ -166,21 +143,25 @@ def test_tracker_release_without_release_dir(tmp_path):
     assert info["latest_iteration"] == 0
 
 
-@pytest.mark.parametrize("missing", ["metadata.json", ".metadata", "distcp"])
-def test_release_missing_metadata(tmp_path, missing):
+@pytest.mark.parametrize("missing,signature,phrase", [
+    ("metadata.json", "missing_metadata_json", "metadata.json is missing"),
+    (".metadata", "missing_metadata_json", ".metadata is missing"),
+    ("distcp", "torn_shards", "__0_0.distcp is missing"),
+])
+def test_release_missing_part(tmp_path, missing, signature, phrase):
     save = str(tmp_path / "c")
     release = ckpt_dir(
         os.path.join(save, "release"),
         metadata_json=missing != "metadata.json",
         dcp_metadata=missing != ".metadata",
-        ranks=0 if missing == "distcp" else 8,
+        shards=missing != "distcp",
     )
     assert os.path.isdir(release)
     tracker(save, "release")
     info = mcore.inspect_checkpoint(save, expect="release")
     assert info["state"] == "interrupted"
-    assert code(info) == "missing_metadata_json"
-    assert (missing if missing != "distcp" else "*.distcp") in info["signature"]["detail"]
+    assert code(info) == signature
+    assert phrase in info["signature"]["detail"]
     assert info["release"] is False
 
 
@@ -301,40 +282,6 @@ def test_every_signature_code_has_text():
         assert meaning and fix, key
 
 
-# ---- move aside ----
-
-def test_move_aside(tmp_path):
-    save = conversion(tmp_path)
-    now = time.mktime((2026, 8, 21, 13, 4, 5, 0, 0, -1))
-    target = mcore.move_aside(save, "interrupted", now=now)
-    assert target == save + ".interrupted-20260821T130405"
-    assert not os.path.exists(save)
-    assert os.path.isfile(os.path.join(target, "release", "metadata.json"))
-
-
-def test_move_aside_suffix_when_taken(tmp_path):
-    now = time.mktime((2026, 8, 21, 13, 4, 5, 0, 0, -1))
-    save = conversion(tmp_path)
-    taken = save + ".interrupted-20260821T130405"
-    os.makedirs(taken)  # an empty dir: os.rename would silently replace it
-    assert mcore.aside_name(save, "interrupted", now=now) == taken + ".1"
-    first = mcore.move_aside(save, "interrupted", now=now)
-    assert first == taken + ".1"
-    conversion(tmp_path)
-    second = mcore.move_aside(save + "/", "interrupted", now=now)
-    assert second == taken + ".2"
-    assert os.path.isdir(taken) and os.listdir(taken) == []
-    assert os.path.isdir(os.path.join(first, "release")) and os.path.isdir(os.path.join(second, "release"))
-
-
-def test_move_aside_cleans_reason_and_refuses_missing(tmp_path):
-    save = conversion(tmp_path)
-    target = mcore.move_aside(save, "bad reason/x")
-    assert os.path.basename(target).startswith("Qwen3-8B_slime.bad-reason-x-")
-    with pytest.raises(FileNotFoundError):
-        mcore.move_aside(save, "again")
-
-
 def test_read_conversion_record(tmp_path):
     save = conversion(tmp_path)
     assert mcore.read_conversion_record(save) is None
@@ -344,3 +291,148 @@ def test_read_conversion_record(tmp_path):
     with open(os.path.join(save, mcore.CONVERSION_RECORD), "w") as handle:
         json.dump({"fingerprint": "abc"}, handle)
     assert mcore.read_conversion_record(save) == {"fingerprint": "abc"}
+
+
+# ---- the completeness rule on byte ranges (real torch_dist metadata) ----
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_every_real_layout_is_complete(tmp_path, layout):
+    path = ckpt_dir(tmp_path / "iter_0000019", layout=layout)
+    check = mcore.check_checkpoint_dir(path)
+    assert check["complete"] and check["problems"] == [] and check["stage"] == "complete"
+    assert check["shards"] == len(shard_names(layout))
+    assert check["shard_bytes"] == sum(size for name, size in layout_files(layout).items() if name.endswith(".distcp"))
+
+
+@pytest.mark.parametrize("layout", (PINNED, RECENT, "torch_two_ranks_gloo"))
+def test_two_shards_per_rank(layout):
+    names = shard_names(layout)
+    assert names == ["__0_0.distcp", "__0_1.distcp", "__1_0.distcp", "__1_1.distcp"]
+
+
+def test_recent_megatron_writes_no_common_pt_and_the_pinned_one_does():
+    assert "common.pt" in layout_files(PINNED) and "common.pt" not in layout_files(RECENT)
+
+
+@pytest.mark.parametrize("size", [0, 5])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_shard_cut_short_is_torn(tmp_path, layout, size):
+    path = ckpt_dir(tmp_path / "iter_0000019", layout=layout)
+    last = shard_names(layout)[-1]
+    needed = layout_files(layout)[last]
+    cut(os.path.join(path, last), size)
+    check = mcore.check_checkpoint_dir(path)
+    assert not check["complete"] and check["stage"] == "torn"
+    assert check["problems"] == ["%s is %d bytes, .metadata records %d bytes in it" % (last, size, needed)]
+
+
+def test_a_shard_one_byte_short_is_torn_and_a_longer_one_is_fine(tmp_path):
+    path = ckpt_dir(tmp_path / "iter_0000019")
+    first = shard_names()[0]
+    size = layout_files()[first]
+    cut(os.path.join(path, first), size - 1)
+    assert not mcore.is_complete_checkpoint_dir(path)
+    cut(os.path.join(path, first), size + 100)
+    assert mcore.is_complete_checkpoint_dir(path)
+
+
+def test_a_missing_shard(tmp_path):
+    path = ckpt_dir(tmp_path / "iter_0000019")
+    os.remove(os.path.join(path, "__1_1.distcp"))
+    check = mcore.check_checkpoint_dir(path)
+    assert check["problems"] == ["__1_1.distcp is missing"] and check["stage"] == "torn"
+
+
+def test_a_shard_the_metadata_does_not_name_is_not_needed(tmp_path):
+    path = ckpt_dir(tmp_path / "iter_0000019")
+    with open(os.path.join(path, "__7_0.distcp"), "wb") as handle:
+        handle.write(b"x")
+    assert mcore.is_complete_checkpoint_dir(path)
+
+
+@pytest.mark.parametrize("content,phrase,stage", [
+    (b"", ".metadata is empty (0 bytes)", "damaged_metadata"),
+    (b"garbage that is no pickle", ".metadata is not a readable pickle", "damaged_metadata"),
+    (b"\x80\x04K\x05.", ".metadata holds int, not torch.distributed.checkpoint.metadata.Metadata", "damaged_metadata"),
+])
+def test_empty_or_garbage_metadata(tmp_path, content, phrase, stage):
+    path = ckpt_dir(tmp_path / "iter_0000019")
+    with open(os.path.join(path, ".metadata"), "wb") as handle:
+        handle.write(content)
+    check = mcore.check_checkpoint_dir(path)
+    assert not check["complete"] and check["stage"] == stage
+    assert any(p.startswith(phrase) for p in check["problems"]), check["problems"]
+
+
+def test_metadata_cut_in_the_middle(tmp_path):
+    path = ckpt_dir(tmp_path / "iter_0000019")
+    cut(os.path.join(path, ".metadata"), os.path.getsize(os.path.join(path, ".metadata")) // 2)
+    assert mcore.check_checkpoint_dir(path)["stage"] == "damaged_metadata"
+
+
+@pytest.mark.parametrize("content,phrase", [
+    ("", "metadata.json is empty (0 bytes)"),
+    ("{\"sharded_backend\": ", "metadata.json is not valid JSON"),
+    ("[1]", "metadata.json is not a JSON object"),
+])
+def test_empty_or_bad_metadata_json(tmp_path, content, phrase):
+    path = ckpt_dir(tmp_path / "iter_0000019")
+    with open(os.path.join(path, "metadata.json"), "w") as handle:
+        handle.write(content)
+    check = mcore.check_checkpoint_dir(path)
+    assert not check["complete"] and check["stage"] == "no_metadata_json"
+    assert any(p.startswith(phrase) for p in check["problems"]), check["problems"]
+    assert mcore.describe_stage(check) == "the save stopped between .metadata and metadata.json"
+
+
+def test_stages_follow_the_write_order(tmp_path):
+    nothing = str(tmp_path / "a")
+    os.makedirs(nothing)
+    assert mcore.check_checkpoint_dir(nothing)["stage"] == "no_shards"
+    shards = ckpt_dir(tmp_path / "b", dcp_metadata=False, metadata_json=False)
+    assert mcore.check_checkpoint_dir(shards)["stage"] == "shards"
+    assert mcore.check_checkpoint_dir(str(tmp_path / "none"))["stage"] == "no_directory"
+
+
+def test_empty_metadata_json_makes_the_iteration_incomplete_in_the_lists(tmp_path):
+    save = training(tmp_path, iters=(19, 39, 59), latest=39)
+    with open(os.path.join(save, "iter_0000059", "metadata.json"), "w"):
+        pass
+    info = mcore.inspect_checkpoint(save, expect="training")
+    assert info["complete_iterations"] == [19, 39] and info["incomplete_iterations"] == [59]
+    assert info["iteration_problems"] == {"59": ["metadata.json is empty (0 bytes)"]}
+
+
+def test_torn_tracker_iteration_is_reported_as_torn(tmp_path):
+    save = training(tmp_path)
+    cut(os.path.join(save, "iter_0000039", "__0_0.distcp"), 5)
+    info = mcore.inspect_checkpoint(save, expect="training")
+    assert info["state"] == "interrupted" and code(info) == "torn_shards"
+    assert "__0_0.distcp is 5 bytes" in info["message"] and "last complete iteration: 19" in info["message"]
+
+
+def test_torn_converted_checkpoint(tmp_path):
+    save = conversion(tmp_path, layout=RECENT)
+    cut(os.path.join(save, "release", "__1_0.distcp"), 0)
+    info = mcore.inspect_checkpoint(save, expect="release")
+    assert info["state"] == "interrupted" and code(info) == "torn_shards" and info["release"] is False
+    assert "__1_0.distcp is 0 bytes" in info["message"]
+
+
+def test_empty_data_cursor_is_no_data_state(tmp_path):
+    save = training(tmp_path)
+    data_state(save, 39, payload=b"")
+    info = mcore.inspect_checkpoint(save, expect="training")
+    assert info["dataset_state"] is False and info["dataset_state_iterations"] == [19]
+
+
+def test_a_torn_zip_data_cursor_is_no_data_state(tmp_path):
+    import zipfile
+
+    save = training(tmp_path)
+    path = data_state(save, 39, payload=b"")
+    with zipfile.ZipFile(path, "w") as archive:  # torch.save's format since 1.6
+        archive.writestr("archive/data.pkl", b"\x80\x02}q\x00.")
+    assert mcore.dataset_state_ok(save, 39)
+    cut(path, os.path.getsize(path) - 10)
+    assert not mcore.dataset_state_ok(save, 39)

@@ -1,26 +1,14 @@
 """mtslime.posttrain.mcore_checkpoint: state report, fingerprint record/compare, move aside, fail_on."""
+
 from __future__ import annotations
 
 import json
 import os
 
-from ansible_collections.mtslime.posttrain.plugins.module_utils import mcore
+from ckpt_layouts import ckpt_dir, tracker
+
+from ansible_collections.mtslime.posttrain.plugins.module_utils import aside, mcore
 from ansible_collections.mtslime.posttrain.plugins.modules import mcore_checkpoint as module
-
-
-def ckpt_dir(path, metadata_json=True):
-    os.makedirs(path, exist_ok=True)
-    for name in ["common.pt", ".metadata"] + ["__%d_0.distcp" % r for r in range(8)]:
-        with open(os.path.join(path, name), "wb") as handle:
-            handle.write(b"x")
-    if metadata_json:
-        with open(os.path.join(path, "metadata.json"), "w") as handle:
-            handle.write('{"sharded_backend": "torch_dist"}')
-
-
-def tracker(path, text):
-    with open(os.path.join(path, "latest_checkpointed_iteration.txt"), "w") as handle:
-        handle.write(text)
 
 
 def conversion(tmp_path, fingerprint=None):
@@ -52,8 +40,18 @@ def test_reports_complete_conversion(run_module, tmp_path):
     assert not failed and not result["changed"]
     assert result["state"] == "complete" and result["state_after"] == "complete"
     assert result["signature"] is None
-    for key in ("tracker", "iterations", "complete_iterations", "latest_iteration", "latest_complete_iteration",
-                "release", "dataset_state", "dataset_state_file", "message", "path"):
+    for key in (
+        "tracker",
+        "iterations",
+        "complete_iterations",
+        "latest_iteration",
+        "latest_complete_iteration",
+        "release",
+        "dataset_state",
+        "dataset_state_file",
+        "message",
+        "path",
+    ):
         assert key in result
     assert result["fingerprint_recorded"] is None and result["fingerprint_matches"] is None
     assert result["moved_to"] is None
@@ -81,14 +79,24 @@ def test_reports_training_dir(run_module, tmp_path):
     os.makedirs(os.path.join(save, "rollout"))
     open(os.path.join(save, "rollout", "global_dataset_state_dict_39.pt"), "wb").close()
     result, _ = run_module(module, {"path": save})
-    assert result["kind"] == "training" and result["dataset_state"] is True
+    assert result["kind"] == "training" and result["dataset_state"] is False  # 0 bytes: no data cursor
+    with open(os.path.join(save, "rollout", "global_dataset_state_dict_39.pt"), "wb") as handle:
+        handle.write(b"\x80\x04state")
+    result, _ = run_module(module, {"path": save})
+    assert result["dataset_state"] is True and result["tracker_empty"] is False
 
 
 # ---- fingerprint ----
 
+
 def test_record_fingerprint_writes_once(run_module, tmp_path):
     save = conversion(tmp_path)
-    args = {"path": save, "expect": "release", "record_fingerprint": "sha256:aaa", "record_extra": {"hf_checkpoint": "/data/models/Qwen3-8B"}}
+    args = {
+        "path": save,
+        "expect": "release",
+        "record_fingerprint": "sha256:aaa",
+        "record_extra": {"hf_checkpoint": "/data/models/Qwen3-8B"},
+    }
     result, failed = run_module(module, args, diff=True)
     assert not failed and result["changed"]
     record_file = os.path.join(save, ".mtslime_conversion.json")
@@ -152,6 +160,7 @@ def test_fingerprint_not_recorded(run_module, tmp_path):
 
 # ---- move aside ----
 
+
 def test_move_aside_interrupted(run_module, tmp_path):
     save = interrupted(tmp_path)
     result, failed = run_module(module, {"path": save, "move_aside_if": ["interrupted"]}, diff=True)
@@ -178,7 +187,7 @@ def test_move_aside_check_mode_predicts(run_module, tmp_path):
 
 def test_move_aside_suffix_when_name_taken(run_module, tmp_path, monkeypatch):
     fixed = 1787000000.0
-    monkeypatch.setattr(mcore.time, "time", lambda: fixed)
+    monkeypatch.setattr(aside.time, "time", lambda: fixed)
     save = interrupted(tmp_path)
     first, _ = run_module(module, {"path": save, "move_aside_if": ["interrupted"]})
     interrupted(tmp_path)
@@ -189,7 +198,9 @@ def test_move_aside_suffix_when_name_taken(run_module, tmp_path, monkeypatch):
 
 def test_move_aside_stale(run_module, tmp_path):
     save = conversion(tmp_path, fingerprint="sha256:old")
-    result, failed = run_module(module, {"path": save, "fingerprint": "sha256:new", "move_aside_if": ["interrupted", "stale"]})
+    result, failed = run_module(
+        module, {"path": save, "fingerprint": "sha256:new", "move_aside_if": ["interrupted", "stale"]}
+    )
     assert not failed and result["changed"]
     assert result["fingerprint_matches"] is False
     assert ".stale-" in result["moved_to"]
@@ -198,7 +209,9 @@ def test_move_aside_stale(run_module, tmp_path):
 
 def test_complete_matching_is_kept(run_module, tmp_path):
     save = conversion(tmp_path, fingerprint="sha256:aaa")
-    result, _ = run_module(module, {"path": save, "fingerprint": "sha256:aaa", "move_aside_if": ["interrupted", "stale"]})
+    result, _ = run_module(
+        module, {"path": save, "fingerprint": "sha256:aaa", "move_aside_if": ["interrupted", "stale"]}
+    )
     assert not result["changed"] and result["moved_to"] is None and os.path.isdir(save)
 
 
@@ -209,9 +222,12 @@ def test_absent_is_never_moved(run_module, tmp_path):
 
 # ---- fail_on and argument checks ----
 
+
 def test_fail_on_interrupted_names_path_signature_fix(run_module, tmp_path):
     save = interrupted(tmp_path)
-    result, failed = run_module(module, {"path": save, "fail_on": ["interrupted", "absent"], "move_aside_if": ["interrupted"]})
+    result, failed = run_module(
+        module, {"path": save, "fail_on": ["interrupted", "absent"], "move_aside_if": ["interrupted"]}
+    )
     assert failed
     assert save in result["msg"]
     assert "iter_dir_not_renamed" in result["msg"]
@@ -223,7 +239,9 @@ def test_fail_on_absent(run_module, tmp_path):
     missing = str(tmp_path / "Qwen3-8B_slime")
     result, failed = run_module(module, {"path": missing, "fail_on": ["absent"]})
     assert failed
-    assert missing in result["msg"] and "does not exist" in result["msg"] and "run the conversion first" in result["msg"]
+    assert (
+        missing in result["msg"] and "does not exist" in result["msg"] and "run the conversion first" in result["msg"]
+    )
 
 
 def test_fail_on_nested_release(run_module, tmp_path):
@@ -262,7 +280,9 @@ def test_stale_needs_fingerprint(run_module, tmp_path):
 
 def test_record_and_move_exclusive(run_module, tmp_path):
     save = conversion(tmp_path)
-    result, failed = run_module(module, {"path": save, "record_fingerprint": "x", "move_aside_if": ["interrupted"], "fail_on": ["stale"]})
+    result, failed = run_module(
+        module, {"path": save, "record_fingerprint": "x", "move_aside_if": ["interrupted"], "fail_on": ["stale"]}
+    )
     assert failed
     assert "record_fingerprint and move_aside_if" in result["msg"]
     assert "fingerprint option" in result["msg"]  # both problems in one message
@@ -273,3 +293,25 @@ def test_state_is_not_replaced_by_path_info(tmp_path):
     save = conversion(tmp_path)
     result = module.CheckpointModule.add_path_info(None, {"path": save, "state": "complete"})
     assert result == {"path": save, "state": "complete"}
+
+
+def test_a_torn_converted_checkpoint_is_interrupted_and_moved_aside(run_module, tmp_path):
+    """The convert role's probe (expect: release, move_aside_if: [interrupted, stale]) on a shard cut to 5 bytes."""
+    save = conversion(tmp_path)
+    with open(os.path.join(save, "release", "__0_1.distcp"), "r+b") as handle:
+        handle.truncate(5)
+    result, failed = run_module(module, {"path": save, "expect": "release", "fail_on": ["interrupted"]})
+    assert failed and result["signature"]["code"] == "torn_shards"
+    assert "__0_1.distcp is 5 bytes, .metadata records" in result["msg"] and os.path.isdir(save)
+    moved, failed = run_module(module, {"path": save, "expect": "release", "move_aside_if": ["interrupted"]})
+    assert not failed and moved["moved_to"].startswith(save + ".interrupted-") and moved["moved_to"].endswith("Z")
+    assert os.path.getsize(os.path.join(moved["moved_to"], "release", "__0_1.distcp")) == 5
+
+
+def test_an_empty_metadata_json_in_release_is_interrupted(run_module, tmp_path):
+    save = conversion(tmp_path)
+    open(os.path.join(save, "release", "metadata.json"), "w").close()
+    result, failed = run_module(module, {"path": save, "expect": "release"})
+    assert not failed and result["state"] == "interrupted"
+    assert "metadata.json is empty (0 bytes)" in result["message"]
+    assert "the save stopped between .metadata and metadata.json" in result["message"]

@@ -12,6 +12,7 @@ import stat
 import time
 import zipfile
 
+import ckpt_layouts
 import pytest
 
 from ansible_collections.mtslime.posttrain.plugins.modules import ray_job
@@ -48,22 +49,14 @@ def followers(tmp_path):
 
 
 def save_dir_with(tmp_path, complete=(2, 5), tracker="5", partial=()):
-    """A training --save dir as Megatron and slime write it (slime.md §4.2)."""
+    """A training --save dir as Megatron and slime write it (slime.md §4.2), from real torch_dist metadata."""
     root = tmp_path / "save"
     root.mkdir(exist_ok=True)
     for it in complete:
-        d = root / ("iter_%07d" % it)
-        d.mkdir()
-        (d / "metadata.json").write_text('{"sharded_backend": "torch_dist"}')
-        (d / ".metadata").write_bytes(b"dcp")
-        (d / "__0_0.distcp").write_bytes(b"shard")
-        (d / "common.pt").write_bytes(b"common")
-        (root / "rollout").mkdir(exist_ok=True)
-        (root / "rollout" / ("global_dataset_state_dict_%d.pt" % it)).write_bytes(b"state")
+        ckpt_layouts.ckpt_dir(root / ("iter_%07d" % it))
+        ckpt_layouts.data_state(root, it)
     for it in partial:
-        d = root / ("iter_%07d" % it)
-        d.mkdir()
-        (d / "__0_0.distcp").write_bytes(b"half")
+        ckpt_layouts.ckpt_dir(root / ("iter_%07d" % it), dcp_metadata=False, metadata_json=False)
     if tracker is not None:
         (root / "latest_checkpointed_iteration.txt").write_text(tracker)
     return root
@@ -234,16 +227,44 @@ def test_resume_adds_load_when_absent(run_module, fake, tmp_path):
     assert result["resumed_from_iteration"] == 7
 
 
-def test_resume_refuses_to_guess(run_module, fake, tmp_path):
+def test_resume_without_tracker_writes_it(run_module, fake, tmp_path):
     save = save_dir_with(tmp_path, complete=(5,), tracker=None)  # complete iteration but no tracker
     fake.add_job("qwen3-8B-attempt-1", "FAILED", OURS)
     result, failed = run_module(
         ray_job, base_args(fake, tmp_path, files=None, log_file=None, manifest=None, resume={"save_dir": str(save)})
     )
-    assert failed
-    assert result["msg"].startswith("ray_job: resume.save_dir: %s" % save)
-    assert "latest_checkpointed_iteration.txt" in result["msg"] and "(5)" in result["msg"]
-    assert fake.submitted() == []
+    assert not failed, result.get("msg")
+    assert result["resumed_from_iteration"] == 5
+    assert (save / "latest_checkpointed_iteration.txt").read_text() == "5"
+    assert any(a.startswith("wrote %s/latest_checkpointed_iteration.txt: 5" % save) for a in result["actions"])
+
+
+def test_tracker_naming_an_incomplete_iteration_resumes_from_the_last_complete_one(
+    run_module, fake, tmp_path, warned
+):
+    save = save_dir_with(tmp_path, complete=(2, 5), tracker="8", partial=(8,))
+    before = ckpt_layouts.listing(save)
+    fake.add_job("qwen3-8B-attempt-1", "FAILED", OURS)
+    args = base_args(fake, tmp_path, files=None, log_file=None, manifest=None, resume={"save_dir": str(save)})
+    predicted, failed = run_module(ray_job, args, check_mode=True)
+    assert not failed and predicted["resumed_from_iteration"] == 5
+    assert ckpt_layouts.listing(save) == before and fake.submitted() == []
+    assert [m["path"] for m in predicted["resume"]["moved_to"]] == [
+        str(save / "iter_0000008"), str(save / "latest_checkpointed_iteration.txt")]
+    assert any(a.startswith("would move %s aside to %s.incomplete-" % (save / "iter_0000008", save / "iter_0000008"))
+               for a in predicted["actions"])
+    result, failed = run_module(ray_job, args)
+    assert not failed, result.get("msg")
+    assert result["resumed_from_iteration"] == 5 and result["resume"]["state"] == "interrupted"
+    assert (save / "latest_checkpointed_iteration.txt").read_text() == "5"
+    moved = result["resume"]["moved_to"]
+    assert [m["path"] for m in moved] == [str(save / "iter_0000008"), str(save / "latest_checkpointed_iteration.txt")]
+    assert all(os.path.exists(m["to"]) for m in moved) and not (save / "iter_0000008").exists()
+    assert any(a.startswith("moved %s aside to %s" % (moved[0]["path"], moved[0]["to"])) for a in result["actions"])
+    assert fake.jobs["qwen3-8B-attempt-2"]["metadata"]["mtslime_resumed_from"] == "5"
+    said = [w for w in warned if w.startswith("resume.save_dir %s: moved aside, never deleted: " % save)]
+    assert said and moved[0]["to"] in said[-1] and said[-1].endswith("the job resumes from iteration 5")
+    assert any(w.startswith("resume.save_dir %s: would move aside" % save) for w in warned)
 
 
 def test_interrupted_first_save_starts_over_with_a_warning(run_module, fake, tmp_path, warned):
@@ -253,7 +274,8 @@ def test_interrupted_first_save_starts_over_with_a_warning(run_module, fake, tmp
     )
     assert not failed and result["changed"] and result["resumed_from_iteration"] is None
     assert fake.jobs["qwen3-8B-attempt-1"]["entrypoint"] == ENTRY
-    assert any("holds no complete checkpoint" in w for w in warned)
+    assert any("holds no complete iteration: the job starts from the converted checkpoint" in w for w in warned)
+    assert result["resume"]["moved_to"][0]["path"] == str(save / "iter_0000002")
 
 
 # -- refusing duplicates -------------------------------------------------------------------------

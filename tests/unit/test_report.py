@@ -12,6 +12,7 @@ import os
 import shutil
 from pathlib import Path
 
+import ckpt_layouts
 import jsonschema
 import numpy
 import pytest
@@ -149,10 +150,7 @@ def job_fixture(manifest="/w/manifests/qwen3-8B-attempt-2.json"):
 def checkpoint_fixture(tmp_path):
     save = tmp_path / "save"
     for number in (4, 9, 14, 19):
-        path = save / ("iter_%07d" % number)
-        path.mkdir(parents=True)
-        for name in ("__0_0.distcp", ".metadata", "metadata.json"):
-            (path / name).write_text("{}")
+        ckpt_layouts.ckpt_dir(save / ("iter_%07d" % number))  # real torch_dist metadata
     (save / "latest_checkpointed_iteration.txt").write_text("19")
     return mcore.inspect_checkpoint(str(save), expect="training"), str(save)
 

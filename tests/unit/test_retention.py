@@ -2,10 +2,10 @@
 and the checkpoint_retention module on save directories laid out as Megatron writes them."""
 from __future__ import annotations
 
-import json
 import os
 import random
 
+import ckpt_layouts
 import pytest
 
 from ansible_collections.mtslime.posttrain.plugins.module_utils import retention
@@ -104,12 +104,8 @@ def save_dir(root, iterations=range(1, 9), tracker=None, incomplete=()):
     save = root / "save"
     for number in list(iterations) + list(incomplete):
         path = save / ("iter_%07d" % number)
-        path.mkdir(parents=True)
-        (path / "common.pt").write_bytes(b"c" * 100)
-        (path / "__0_0.distcp").write_bytes(b"s" * 1000)
-        (path / ".metadata").write_bytes(b"m")
-        if number not in incomplete:
-            (path / "metadata.json").write_text(json.dumps({"sharded_backend": "torch_dist"}))
+        # real torch_dist metadata (tests/unit/data/dcp/): the judge checks the shards against it
+        ckpt_layouts.ckpt_dir(path, metadata_json=number not in incomplete)
         (save / "rollout").mkdir(exist_ok=True)
         (save / "rollout" / ("global_dataset_state_dict_%d.pt" % number)).write_bytes(b"d")
     last = tracker if tracker is not None else max(iterations)
@@ -147,7 +143,10 @@ def test_moves_pruned_iterations_and_their_data_state_to_the_trash(run_module, t
     assert any(n.startswith("global_dataset_state_dict_1.pt.pruned-") for n in names)
     assert sorted(os.listdir(save / "rollout")) == ["global_dataset_state_dict_%d.pt" % i for i in (6, 7, 8)]
     assert {m["path"] for m in result["moved"]} >= {str(save / "iter_0000001")}
-    assert result["bytes_pruned"] == 5 * (100 + 1000 + 1 + len(json.dumps({"sharded_backend": "torch_dist"})))
+    real = os.path.join(ckpt_layouts.DATA, ckpt_layouts.PINNED)
+    one = sum(ckpt_layouts.layout_files().values()) + sum(
+        os.path.getsize(os.path.join(real, name)) for name in (".metadata", "metadata.json"))
+    assert result["bytes_pruned"] == 5 * one
     assert result["trash_bytes"] >= result["bytes_pruned"] and "the trash" in result["message"]
     again, failed = run_module(checkpoint_retention, {"save_dir": str(save), "keep": 3})
     assert not failed and not again["changed"] and again["pruned"] == []

@@ -2,14 +2,14 @@
 # Speaks slime's CLI, input checks, Ray placement group, resume rules, metric log lines and
 # checkpoint layout without a GPU. Test knobs: see tests/standins/README.md.
 import argparse
+import datetime
 import json
 import math
 import os
 import random
+import signal
 import sys
 import time
-
-STARTED = time.time()
 
 
 # ---------------------------------------------------------------- command line
@@ -27,16 +27,16 @@ def build_parser():
     # cluster / placement
     opts(int, 1, "--actor-num-nodes")
     opts(int, 8, "--actor-num-gpus-per-node", "--num-gpus-per-node")
-    opts(int, None, "--rollout-num-gpus", "--critic-num-nodes", "--critic-num-gpus-per-node")
+    opts(int, None, "--rollout-num-gpus")
     opts(int, 1, "--rollout-num-gpus-per-engine")
-    flags("--colocate", "--offload", "--debug-rollout-only", "--debug-train-only", "--use-critic")
+    flags("--colocate", "--offload", "--debug-rollout-only", "--debug-train-only")
     p.add_argument("--offload-train", action=argparse.BooleanOptionalAction, default=None)
     p.add_argument("--offload-rollout", action=argparse.BooleanOptionalAction, default=None)
     p.add_argument("--train-backend", choices=["megatron", "fsdp"], default="megatron")
     opts(str, "nccl", "--distributed-backend")
     opts(int, 10, "--distributed-timeout-minutes")
     # checkpoints
-    opts(str, None, "--hf-checkpoint", "--ref-load", "--load", "--save", "--save-hf", "--megatron-to-hf-mode")
+    opts(str, None, "--hf-checkpoint", "--ref-load", "--load", "--save", "--save-hf")
     opts(int, None, "--save-interval", "--start-rollout-id", "--ckpt-step", "--ref-ckpt-step")
     flags("--async-save", "--no-save-optim", "--no-save-rng", "--no-load-optim", "--no-load-rng", "--finetune")
     # rollout / data
@@ -95,7 +95,8 @@ def build_parser():
          "--wandb-dir", "--tb-project-name", "--tb-experiment-name")
     # SGLang passthrough (--sglang-<ServerArgs flag>) and router
     opts(float, None, "--sglang-mem-fraction-static")
-    opts(str, None, "--sglang-attention-backend", "--sglang-log-level", "--sglang-router-ip", "--sglang-sampling-backend")
+    opts(str, None, "--sglang-attention-backend", "--sglang-log-level", "--sglang-router-ip",
+         "--sglang-sampling-backend")
     opts(int, None, "--sglang-cuda-graph-max-bs", "--sglang-dp-size", "--sglang-pp-size", "--sglang-router-port",
          "--sglang-router-request-timeout-secs", "--sglang-server-concurrency", "--sglang-chunked-prefill-size",
          "--sglang-context-length", "--sglang-max-running-requests", "--sglang-ep-size")
@@ -128,19 +129,36 @@ def log(where, message, actor=None):
     print(text, flush=True)
 
 
+KNOBS = {
+    # name: (default, type)
+    "step_seconds": (1.0, float),
+    "wait_log_seconds": (30.0, float),
+    "crash_at_step": (None, int),
+    "ray_crash_at_step": (None, int),
+    "handled_traceback_at_step": (None, int),
+    "oom_recovered_at_step": (None, int),
+    "die_in_save": (None, str),
+    "die_in_save_iteration": (None, int),
+    "common_pt": (True, lambda v: str(v).lower() not in ("0", "false", "no")),
+    "shard_bytes": (8192, int),
+}
+SAVE_POINTS = ("mid_shards", "before_metadata", "before_metadata_json", "before_tracker", "before_data_state")
+
+
 def control():
-    """Knobs re-read every step: env first, then the JSON control file, then defaults."""
+    """Knobs re-read every step: env MTSLIME_STANDIN_<KNOB> first, then the JSON control file, then defaults."""
     path = os.environ.get("MTSLIME_STANDIN_CONTROL", "/etc/mtslime-standin.json")
     try:
         with open(path) as f:
             data = json.load(f)
     except (OSError, ValueError):
         data = {}
-    result = {"step_seconds": 1.0, "crash_at_step": None, "wait_log_seconds": 30.0, "pg_timeout": 600.0}
-    for key in result:
+    result = {}
+    for key, (default, kind) in KNOBS.items():
         value = os.environ.get("MTSLIME_STANDIN_" + key.upper(), data.get(key))
-        if value is not None and value != "":
-            result[key] = int(value) if key == "crash_at_step" else float(value)
+        result[key] = default if value is None or value == "" else kind(value)
+    if result["die_in_save"] is not None and result["die_in_save"] not in SAVE_POINTS:
+        raise ValueError("die_in_save=%r: expected one of %s" % (result["die_in_save"], ", ".join(SAVE_POINTS)))
     return result
 
 
@@ -219,8 +237,10 @@ def validate(args):
     if args.global_batch_size is None:
         args.global_batch_size = samples
     args.steps_per_rollout = max(1, samples // args.global_batch_size)
-    if args.num_rollout is None:
-        args.num_rollout = args.num_epoch * max(1, args.dataset_rows // args.rollout_batch_size)
+    args.num_rollout_per_epoch = None
+    if args.num_rollout is None:  # slime/ray/placement_group.py L240-243
+        args.num_rollout_per_epoch = max(1, args.dataset_rows // args.rollout_batch_size)
+        args.num_rollout = args.num_epoch * args.num_rollout_per_epoch
     if args.colocate and args.rollout_num_gpus is None:
         args.rollout_num_gpus = args.actor_num_nodes * args.actor_num_gpus_per_node
 
@@ -233,46 +253,81 @@ def ray_wanted():
 
 
 def create_placement_group(args):
+    """slime/ray/placement_group.py _create_placement_group: PACK bundles of {"GPU": 1, "CPU": 1}, waited for
+    without a time limit, one line every 30 s (L57-67; the interval is the wait_log_seconds knob here)."""
     import ray
-    from ray.util.placement_group import placement_group, remove_placement_group
+    from ray.util.placement_group import placement_group
 
     ray.init(logging_level="warning", log_to_driver=False)
     actor = args.actor_num_nodes * args.actor_num_gpus_per_node
     rollout = args.rollout_num_gpus or 0
     num_gpus = max(actor, rollout) if args.colocate else actor + rollout
     pg = placement_group([{"GPU": 1, "CPU": 1} for _ in range(num_gpus)], strategy="PACK")
-    start = time.time()
-    next_log = control()["wait_log_seconds"]
+    ready_ref = pg.ready()
+    elapsed = 0
     while True:
-        knobs = control()
-        elapsed = time.time() - start
-        if elapsed >= knobs["pg_timeout"]:
-            registered = ray.cluster_resources().get("GPU", 0)
-            remove_placement_group(pg)
-            raise RuntimeError(
-                "Placement group of %d GPUs was not ready after %ds: Ray has %d GPUs registered. Start Ray with "
-                "--num-gpus or lower --actor-num-gpus-per-node/--rollout-num-gpus." % (num_gpus, elapsed, registered))
-        if pg.wait(timeout_seconds=max(0.5, min(next_log, knobs["pg_timeout"]) - elapsed)):
+        interval = control()["wait_log_seconds"]
+        if ray.wait([ready_ref], timeout=interval)[0]:
             break
-        if time.time() - start >= next_log - 0.05:
-            log("placement_group.py:62",
-                "Waiting for placement group of %d GPUs (elapsed %ds): %d GPUs registered with Ray, %d available."
-                % (num_gpus, round(time.time() - start), ray.cluster_resources().get("GPU", 0),
-                   ray.available_resources().get("GPU", 0)))
-            next_log += knobs["wait_log_seconds"]
-    log("placement_group.py:97", "Placement group of %d GPUs is ready (strategy PACK, %d actor + %d rollout)."
-        % (num_gpus, actor, rollout))
+        elapsed += interval
+        log("placement_group.py:64",
+            "Waiting for placement group of %d GPUs (elapsed %gs): %g GPUs registered with Ray, %g available."
+            % (num_gpus, elapsed, ray.cluster_resources().get("GPU", 0), ray.available_resources().get("GPU", 0)))
     return pg
 
 
 # ---------------------------------------------------------------- resume
-def read_tracker(path):
-    tracker = os.path.join(path, "latest_checkpointed_iteration.txt")
-    if not path or not os.path.isfile(tracker):
-        return None
-    with open(tracker) as f:
-        value = f.read().strip()
-    return 0 if value == "release" else int(value)
+TRACKER = "latest_checkpointed_iteration.txt"
+
+
+def now():
+    return datetime.datetime.now().strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+def megatron_print(message):
+    """Megatron's print_rank_0 in the train actor: no logger prefix, Ray's actor prefix."""
+    print("(MegatronTrainRayActor pid=%d) %s" % (_PIDS["train"], message), flush=True)
+
+
+def check_loadable(checkpoint_dir):
+    """What Megatron's load of a torch_dist dir trips over (checkpointing.py _get_checkpoint_format L1134-1157,
+    core.py maybe_load_config, torch's FileSystemReader reading each item's byte range)."""
+    names = os.listdir(checkpoint_dir)  # a missing dir: FileNotFoundError, as in _get_checkpoint_format
+    if "metadata.json" not in names:
+        if ".metadata" not in names:
+            raise NotImplementedError("unknown checkpoint format in %s" % checkpoint_dir)
+        raise RuntimeError("%s has no metadata.json: Megatron reads it as a plain torch DCP checkpoint and fails "
+                           "to map its keys" % checkpoint_dir)
+    with open(os.path.join(checkpoint_dir, "metadata.json")) as handle:
+        json.load(handle)  # 0 bytes: json.decoder.JSONDecodeError, as in maybe_load_config
+    import torch.distributed.checkpoint as dcp
+
+    dcp.load(None, checkpoint_id=checkpoint_dir)
+
+
+def megatron_load(args, load):
+    """Megatron's load_checkpoint as slime calls it: the loaded iteration (0 without a checkpoint)."""
+    tp_pp = "[ t 1/%d, p 1/%d ]" % (args.tensor_model_parallel_size, args.pipeline_model_parallel_size)
+    tracker = os.path.join(load, TRACKER) if load else "because load directory is not defined"
+    if not load or not os.path.isfile(tracker):
+        megatron_print("WARNING: could not find the metadata file %s" % tracker)
+        megatron_print("    will not load any checkpoints and will start from random")
+        return 0
+    with open(tracker) as handle:
+        text = handle.read().strip()
+    if text != "release" and not text.isdigit():
+        megatron_print("ERROR: Invalid metadata file %s. Exiting" % tracker)  # read_metadata: sys.exit()
+        sys.exit()
+    release = text == "release"
+    iteration = 0 if release else int(text)
+    name = "release" if release else "iter_{:07d}".format(iteration)
+    check_loadable(os.path.join(load, name))
+    if release:
+        megatron_print(" loading release distributed checkpoint from %s" % load)
+    else:
+        megatron_print(" loading distributed checkpoint from %s at iteration %d" % (load, iteration))
+    megatron_print("  successfully loaded checkpoint from %s %s at iteration %d" % (load, tp_pp, iteration))
+    return iteration
 
 
 def load_torch_file(path):
@@ -286,33 +341,27 @@ def load_torch_file(path):
 
 
 def resolve_start(args):
-    tp_pp = "[ t 1/%d, p 1/%d ]" % (args.tensor_model_parallel_size, args.pipeline_model_parallel_size)
-    iteration = read_tracker(args.load) if args.load else None
-    state = None
-    if iteration is not None:
-        log("checkpointing.py:1045", " loading distributed checkpoint from %s at iteration %d" % (args.load, iteration),
-            actor="train")
-        log("checkpointing.py:1402", "  successfully loaded checkpoint from %s %s at iteration %d"
-            % (args.load, tp_pp, iteration), actor="train")
+    """slime: arguments.py L1817-1838 (no tracker under --load: load --ref-load as finetune, start 0), then
+    actor.py L114 start_rollout_id = loaded iteration + 1 unless --start-rollout-id, then
+    placement_group.py L221-222 the data cursor of start - 1 (data_source.py L138-152). Prints no line of its own."""
+    load, start = args.load, args.start_rollout_id
+    if not (load and os.path.exists(os.path.join(load, TRACKER))):
+        if not (load and os.path.isfile(os.path.join(load, "config.json"))):
+            load = args.ref_load
+        if start is None:
+            start = 0
+    iteration = megatron_load(args, load)
+    if start is None:
         start = iteration + 1
-        state_path = os.path.join(args.load, "rollout", "global_dataset_state_dict_%d.pt" % (start - 1))
-        if os.path.isfile(state_path):
-            state = load_torch_file(state_path)
-            log("data_source.py:140", "load metadata from %s: %s" % (state_path, state))
-        source = "Megatron checkpoint %s (iteration %d)" % (args.load, iteration)
-    else:
-        start = 0
-        if args.load and os.path.isfile(os.path.join(args.load, "config.json")):
-            source = "HF checkpoint %s (no Megatron tracker)" % args.load
-        elif args.ref_load:
-            source = "--ref-load %s (finetune: --load %s has no latest_checkpointed_iteration.txt)" % (
-                args.ref_load, args.load)
+    state = None
+    if load is not None:
+        path = os.path.join(load, "rollout", "global_dataset_state_dict_%d.pt" % (start - 1))
+        if not os.path.exists(path):
+            log("data_source.py:147", "Checkpoint %s does not exist." % path, actor="rollout")
         else:
-            source = "random init (no --load / --ref-load checkpoint)"
-    if args.start_rollout_id is not None:
-        start = args.start_rollout_id
-        source += ", overridden by --start-rollout-id"
-    log("train.py:31", "start_rollout_id=%d (from %s)" % (start, source))
+            log("data_source.py:150", "load metadata from %s" % path, actor="rollout")
+            log("data_source.py:151", "load metadata: {}", actor="rollout")
+            state = load_torch_file(path)
     return start, state
 
 
@@ -344,9 +393,11 @@ def log_rollout(args, r):
     tokens = resp * args.rollout_batch_size * args.n_samples_per_prompt
     log("rollout_metrics.py:268", "perf %d: %r" % (r, {
         "rollout/response_len/mean": resp, "rollout/response_len/median": resp * 0.97,
-        "rollout/response_len/max": float(args.rollout_max_response_len or 1024), "rollout/response_len/min": resp * 0.2,
+        "rollout/response_len/max": float(args.rollout_max_response_len or 1024),
+        "rollout/response_len/min": resp * 0.2,
         "rollout/truncated_ratio": truncated, "rollout/repetition_frac": 0.01 * rng.random(),
-        "perf/rollout_time": rollout_time, "perf/tokens_per_gpu_per_sec": tokens / rollout_time / gpus}), actor="rollout")
+        "perf/rollout_time": rollout_time, "perf/tokens_per_gpu_per_sec": tokens / rollout_time / gpus}),
+        actor="rollout")
     metrics = {"rollout/response_lengths": resp, "rollout/total_lengths": resp + 180.0, "rollout/raw_reward": reward,
                "rollout/rewards": 0.0 if args.n_samples_per_prompt > 1 else reward, "rollout/truncated": truncated,
                "rollout/log_probs": -0.35 - 0.1 * rng.random(), "rollout/advantages": 0.0, "rollout/returns": 0.0,
@@ -356,7 +407,8 @@ def log_rollout(args, r):
     log("train_metric_utils.py:135", "rollout %d: %r" % (r, metrics), actor="train")
     if args.log_passrate:
         log("train_metric_utils.py:160", "passrate %d: %r" % (r, {
-            "passrate/pass@%d" % k: pass_at(reward, k) for k in powers_of_two(args.n_samples_per_prompt)}), actor="train")
+            "passrate/pass@%d" % k: pass_at(reward, k) for k in powers_of_two(args.n_samples_per_prompt)}),
+            actor="train")
     return tokens
 
 
@@ -405,11 +457,9 @@ def log_eval(args, r):
 
 
 # ---------------------------------------------------------------- checkpoints
-def write_file(path, data):
-    with open(path, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+METADATA_JSON_LEGACY = {"sharded_backend": "torch_dist", "sharded_backend_version": 1,
+                        "common_backend": "torch", "common_backend_version": 1}
+METADATA_JSON_RECENT = {"sharded_backend": "torch_dist", "sharded_backend_version": 1}
 
 
 def save_torch_file(obj, path):
@@ -422,29 +472,83 @@ def save_torch_file(obj, path):
             pickle.dump(obj, f)
 
 
-def save(args, r):
-    """Megatron torch_dist order (common.pt, shards, .metadata, metadata.json, tracker), then the data state."""
+def killed(point, iteration):
+    """A kill at a named point of the save (knob die_in_save): no traceback, the process is gone."""
+    print("stand-in: killed at %s of the save of iteration %d (die_in_save)" % (point, iteration),
+          file=sys.stderr, flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def rank_state(args, rank, ranks, knobs, iteration):
+    """One actor rank's sharded state: its TP chunk of the model (DP rank 0 only, Megatron keeps the main
+    replica), its distributed-optimizer shard (unless --no-save-optim) and its RNG state; rank 0 also the
+    common state when there is no common.pt (recent Megatron: the sharded object common_state)."""
+    import io
+
+    import torch
+    import torch.distributed.checkpoint as dcp
+
+    tp = max(1, args.tensor_model_parallel_size)
+    tp_rank, dp_rank = rank % tp, rank // tp
+    unit = max(1, knobs["shard_bytes"] // 16)  # bf16 elements per tensor, about shard_bytes per rank
+    state = {}
+    if dp_rank == 0:
+        for name in ("self_attention.linear_qkv.weight", "mlp.linear_fc1.weight"):
+            state["decoder.layers." + name] = dcp.Shard(torch.empty(unit, 4, dtype=torch.bfloat16),
+                                                        (unit * tp, 4), (unit * tp_rank, 0))
+    if not args.no_save_optim:
+        for name in ("exp_avg", "exp_avg_sq"):
+            state["optimizer.state.%s.decoder.layers" % name] = dcp.Shard(
+                torch.empty(unit, dtype=torch.float32), (unit * ranks,), (unit * rank,))
+    state["rng_state/shard_%d_%d" % (rank, ranks)] = io.BytesIO(b"rng of rank %d at iteration %d" % (rank, iteration))
+    if rank == 0 and not knobs["common_pt"]:
+        state["common_state/shard_0_1"] = io.BytesIO(b"common state at iteration %d" % iteration)
+    return state
+
+
+def save(args, r, knobs):
+    """Megatron's save_checkpoint under slime (actor.save_model -> model.py save -> checkpointing.py L471-798 at
+    slime's pinned Megatron): the dir, common.pt (legacy layout), every rank's shards two per rank through
+    torch.distributed.checkpoint (thread_count 2), .metadata (temp + rename), metadata.json (plain write), a
+    barrier, the tracker (plain write); then slime's data cursor (train.py L78-79, data_source.py L123-136)."""
+    import torch.distributed.checkpoint as dcp
+
+    die = knobs["die_in_save"] if knobs["die_in_save_iteration"] in (None, r) else None
     iter_dir = os.path.join(args.save, "iter_{:07d}".format(r))
-    log("checkpointing.py:476", "saving checkpoint at iteration {:7d} to {} in torch_dist format".format(r, args.save),
-        actor="train")
+    megatron_print("[{}] saving checkpoint at iteration {:7d} to {} in torch_dist format".format(now(), r, args.save))
     os.makedirs(iter_dir, exist_ok=True)
-    save_torch_file({"iteration": r, "checkpoint_version": 3.0, "args": {"seed": args.seed}},
-                    os.path.join(iter_dir, "common.pt"))
+    if os.listdir(iter_dir):
+        log("serialization.py:74", "Overwriting old incomplete / corrupted checkpoint...", actor="train")
+    if knobs["common_pt"]:
+        save_torch_file({"iteration": r, "checkpoint_version": 3.0, "args": {"seed": args.seed}},
+                        os.path.join(iter_dir, "common.pt"))
     ranks = args.actor_num_nodes * args.actor_num_gpus_per_node
-    for rank in range(ranks):
-        write_file(os.path.join(iter_dir, "__%d_0.distcp" % rank), b"stand-in shard %d, optim=%s\n"
-                   % (rank, b"no" if args.no_save_optim else b"yes"))
-    write_file(os.path.join(iter_dir, ".metadata"), json.dumps({"iteration": r, "ranks": ranks}).encode())
-    write_file(os.path.join(iter_dir, "metadata.json"), json.dumps(
-        {"sharded_backend": "torch_dist", "sharded_backend_version": 1,
-         "common_backend": "torch", "common_backend_version": 1}).encode())
-    write_file(os.path.join(args.save, "latest_checkpointed_iteration.txt"), str(r).encode())
-    log("checkpointing.py:560", "  successfully saved checkpoint from iteration {:7d} to {} [ t 1/{}, p 1/{} ]".format(
-        r, args.save, args.tensor_model_parallel_size, args.pipeline_model_parallel_size), actor="train")
+
+    def hook(point, rank):
+        if die == "mid_shards" and point == "after_write" and rank == ranks // 2 - 1:
+            killed(die, r)
+        if die == "before_metadata" and point == "before_metadata":
+            killed(die, r)
+
+    dcp.save_ranks({rank: rank_state(args, rank, ranks, knobs, r) for rank in range(ranks)},
+                   dcp.FileSystemWriter(iter_dir, thread_count=2), standin_hook=hook)
+    if die == "before_metadata_json":
+        killed(die, r)
+    with open(os.path.join(iter_dir, "metadata.json"), "w") as f:
+        json.dump(METADATA_JSON_LEGACY if knobs["common_pt"] else METADATA_JSON_RECENT, f)
+    if die == "before_tracker":
+        killed(die, r)
+    with open(os.path.join(args.save, TRACKER), "w") as f:
+        f.write(str(r))
+    megatron_print("  [{}] successfully saved checkpoint from iteration {:7d} to {} [ t 1/{}, p 1/{} ]".format(
+        now(), r, args.save, args.tensor_model_parallel_size, args.pipeline_model_parallel_size))
+    if die == "before_data_state":
+        killed(die, r)
     os.makedirs(os.path.join(args.save, "rollout"), exist_ok=True)
     offset = (r + 1) * args.rollout_batch_size
-    save_torch_file({"sample_offset": offset % max(1, args.dataset_rows), "epoch_id": offset // max(1, args.dataset_rows),
-                     "sample_group_index": offset, "sample_index": offset * args.n_samples_per_prompt, "metadata": {}},
+    rows = max(1, args.dataset_rows)
+    save_torch_file({"sample_offset": offset % rows, "epoch_id": offset // rows, "sample_group_index": offset,
+                     "sample_index": offset * args.n_samples_per_prompt, "metadata": {}},
                     os.path.join(args.save, "rollout", "global_dataset_state_dict_%d.pt" % r))
 
 
@@ -459,8 +563,62 @@ def check_placement(pg):
             "ray.exceptions.ActorDiedError: The actor died because its node has died (placement group is %s)" % state)
 
 
-def due(r, interval, num_rollout):
-    return interval is not None and ((r + 1) % interval == 0 or r == num_rollout - 1)
+def periodic(r, interval, num_rollout_per_epoch=None, num_rollout=None):
+    """slime/utils/misc.py should_run_periodic_action (L107-128)."""
+    if interval is None:
+        return False
+    if num_rollout is not None and r == num_rollout - 1:
+        return True
+    return (r + 1) % interval == 0 or (num_rollout_per_epoch is not None and (r + 1) % num_rollout_per_epoch == 0)
+
+
+# ---------------------------------------------------------------- errors a job prints (the crash knobs)
+def ray_crash(step):
+    """A train actor's assertion, as slime's driver meets it: ray.get raises RayTaskError(AssertionError)
+    (real: loss.py L255 in MegatronTrainRayActor.train, surfacing in train.py's ray.get). A real Ray actor."""
+    import ray
+
+    @ray.remote(num_cpus=0)
+    class MegatronTrainRayActor:
+        def train(self, rollout_id, response_length):
+            got = response_length - 1
+            assert got == response_length, f"Expected {response_length}, got {got}"
+
+    actor = MegatronTrainRayActor.remote()
+    ray.get(actor.train.remote(step, 512))
+
+
+class ReadTimeout(Exception):
+    """httpx's ReadTimeout, named as httpx prints it."""
+
+
+ReadTimeout.__module__ = "httpx"
+
+
+def handled_traceback():
+    """logger.exception in the rollout manager, then the job goes on (real: slime/rollout/fully_async_rollout.py
+    L187-192, 'fully-async: process task raised'). Ray prefixes every line of the actor's output."""
+    import traceback
+
+    def post():
+        raise ReadTimeout("timed out")
+
+    try:
+        post()
+    except ReadTimeout:
+        lines = traceback.format_exc().rstrip("\n").split("\n")
+    log("fully_async_rollout.py:191", "fully-async: process task raised", actor="rollout")
+    for line in lines:
+        print("(RolloutManager pid=%d) %s" % (_PIDS["rollout"], line), flush=True)
+
+
+def oom_recovered():
+    """SGLang's scheduler retracting requests when decode runs out of KV cache, then going on (real:
+    sglang/srt/managers/scheduler.py, logger.info 'Decode out of memory happened. ...'), as Ray shows the
+    engine's output."""
+    print("(SGLangEngine pid=%d) [%s TP0] Decode out of memory happened. #retracted_reqs: 3, "
+          "#new_token_ratio: 0.4950 -> 0.6500" % (_PIDS["rollout"] + 7, time.strftime("%Y-%m-%d %H:%M:%S")),
+          flush=True)
 
 
 # ---------------------------------------------------------------- main
@@ -480,16 +638,23 @@ def main():
         tokens = log_rollout(args, r)
         for i in range(args.steps_per_rollout):
             step = r * args.steps_per_rollout + i
-            if knobs["crash_at_step"] is not None and step == knobs["crash_at_step"]:
+            if step == knobs["handled_traceback_at_step"]:
+                handled_traceback()
+            if step == knobs["oom_recovered_at_step"]:
+                oom_recovered()
+            if step == knobs["crash_at_step"]:
                 raise RuntimeError("stand-in crash at step %d" % step)
+            if step == knobs["ray_crash_at_step"]:
+                if pg is None:
+                    raise AssertionError("Expected 512, got 511")
+                ray_crash(step)
             log_step(args, r, i)
         time.sleep(knobs["step_seconds"] / 2)
         log_train_perf(args, r, tokens, time.time() - begin)
-        if args.save and (due(r, args.save_interval, args.num_rollout) or r == args.num_rollout - 1):
-            save(args, r)
-        if args.eval_interval and (r + 1) % args.eval_interval == 0:
+        if args.save and periodic(r, args.save_interval, args.num_rollout_per_epoch, args.num_rollout):
+            save(args, r, knobs)
+        if args.eval_interval and periodic(r, args.eval_interval, args.num_rollout_per_epoch):
             log_eval(args, r)
-    log("train.py:105", "training finished: %d rollouts in %.1fs" % (args.num_rollout - start, time.time() - STARTED))
     if pg is not None:
         import ray
         ray.shutdown()

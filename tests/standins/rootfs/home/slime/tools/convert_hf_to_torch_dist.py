@@ -21,6 +21,7 @@ import time
 DIE_POINTS = ("before_save", "mid_shards", "before_rename", "after_tracker")
 METADATA_JSON = {"sharded_backend": "torch_dist", "sharded_backend_version": 1,
                  "common_backend": "torch", "common_backend_version": 1}
+METADATA_JSON_RECENT = {"sharded_backend": "torch_dist", "sharded_backend_version": 1}
 
 
 def add_model_args(parser):
@@ -137,38 +138,79 @@ def maybe_die(point, rank):
         raise RuntimeError(f"stand-in conversion killed at {point} (MTSLIME_STANDIN_CONVERT_DIE_AT)")
 
 
-def write_file(path, data):
-    with open(path, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+def stage_state(args, rank, world_size, shard_bytes):
+    """This rank's pipeline stage of the model as Megatron shards it: each layer's weights are a chunk (along
+    the layer dim) of a tensor of all layers; the last stage also holds the output layer, the first the
+    embedding. Zeros of about shard_bytes."""
+    import io
+
+    import torch.distributed.checkpoint as dcp
+
+    layers = args.num_layers
+    per_stage = math.ceil(layers / world_size)
+    first = rank * per_stage
+    mine = list(range(first, min(layers, first + per_stage)))
+    cols = max(1, shard_bytes // (2 * 2 * max(1, len(mine)) * 16))  # bf16, two tensors per layer, 16 rows
+    state = {}
+    for name in ("self_attention.linear_qkv.weight", "mlp.linear_fc1.weight"):
+        for layer in mine:
+            state["decoder.layers.%d.%s" % (layer, name)] = dcp.Shard(
+                torch.empty(1, 16, cols, dtype=torch.bfloat16), (layers, 16, cols), (layer, 0, 0))
+    if rank == 0:
+        state["embedding.word_embeddings.weight"] = torch.empty(16, cols, dtype=torch.bfloat16)
+    state["rng_state/shard_%d_%d" % (rank, world_size)] = io.BytesIO(b"rng of rank %d" % rank)
+    return state
+
+
+def stamp():
+    import datetime
+
+    return datetime.datetime.now().strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+def common_pt_wanted():
+    return str(control("common_pt", "MTSLIME_STANDIN_COMMON_PT", True)).lower() not in ("0", "false", "no")
 
 
 def save_checkpoint(iteration, args, rank, world_size, pause):
-    """Megatron dist_checkpointing order: common.pt, shards, .metadata, metadata.json, tracker."""
+    """Megatron's save_checkpoint at slime's pinned commit (checkpointing.py L471-798, dist_checkpointing
+    serialization.py save): the dir, common.pt (legacy layout; knob common_pt), the shards two per rank and
+    `.metadata` (temp + rename) through torch.distributed.checkpoint, metadata.json (plain write), a barrier,
+    the tracker (plain write)."""
+    import torch.distributed.checkpoint as dcp
+
     save = args.save
     iter_dir = os.path.join(save, "iter_{:07d}".format(iteration))
     dist.barrier()  # the sharded-state-dict exchange at the start of a save is collective
     if rank == 0:
-        print(f"saving checkpoint at iteration {iteration:7d} to {save} in torch_dist format", flush=True)
-    os.makedirs(iter_dir, exist_ok=True)
-    if rank == 0:
+        print(f"[{stamp()}] saving checkpoint at iteration {iteration:7d} to {save} in torch_dist format", flush=True)
+        os.makedirs(iter_dir, exist_ok=True)
+    dist.barrier()
+    legacy = common_pt_wanted()
+    if rank == 0 and legacy:
         common = {"args": vars(args), "checkpoint_version": 3.0, "iteration": iteration}
         torch.save(common, os.path.join(iter_dir, "common.pt"))
     shard_bytes = int(os.environ.get("MTSLIME_STANDIN_SHARD_BYTES", "65536"))
-    header = f"stand-in torch_dist shard rank={rank} pp={args.pipeline_model_parallel_size}\n".encode()
-    write_file(os.path.join(iter_dir, f"__{rank}_0.distcp"), header + b"\0" * max(0, shard_bytes - len(header)))
-    maybe_die("mid_shards", rank)
-    time.sleep(pause)
+    state = stage_state(args, rank, world_size, shard_bytes)
+    if rank == 0 and not legacy:
+        import io
+
+        state["common_state/shard_0_1"] = io.BytesIO(json.dumps({"iteration": iteration}).encode())
+
+    def hook(point, hook_rank):
+        if point == "after_write":
+            maybe_die("mid_shards", hook_rank)
+            time.sleep(pause)
+
+    dcp.save(state, storage_writer=dcp.FileSystemWriter(iter_dir, thread_count=2), standin_hook=hook)
+    if rank == 0:
+        with open(os.path.join(iter_dir, "metadata.json"), "w") as f:
+            json.dump(METADATA_JSON if legacy else METADATA_JSON_RECENT, f)
     dist.barrier()
     if rank == 0:
-        write_file(os.path.join(iter_dir, ".metadata"),
-                   json.dumps({"world_size": world_size, "files": [f"__{r}_0.distcp" for r in range(world_size)]}).encode())
-        write_file(os.path.join(iter_dir, "metadata.json"), json.dumps(METADATA_JSON).encode())
-    dist.barrier()
-    if rank == 0:
-        write_file(os.path.join(save, "latest_checkpointed_iteration.txt"), str(iteration).encode())
-        print(f"  successfully saved checkpoint from iteration {iteration:7d} to {save} "
+        with open(os.path.join(save, "latest_checkpointed_iteration.txt"), "w") as f:
+            f.write(str(iteration))
+        print(f"  [{stamp()}] successfully saved checkpoint from iteration {iteration:7d} to {save} "
               f"[ t 1/{args.tensor_model_parallel_size}, p 1/{args.pipeline_model_parallel_size} ]", flush=True)
     dist.barrier()
 
