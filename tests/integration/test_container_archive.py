@@ -45,7 +45,6 @@ def container_play(tmp_path, **extra):
         "container_pull": "never",
         "container_privileged": False,
         "container_volumes": ["%s/data:/data" % tmp_path],
-        "container_run_volumes": [],
         "slime_render_dir": str(tmp_path / "rendered"),
     }
     values.update(extra)

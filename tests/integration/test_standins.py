@@ -79,9 +79,9 @@ def image():
     if not shutil.which("debootstrap") and base.returncode:
         pytest.skip("debootstrap is not installed (apt-get install -y debootstrap)")
     result = run([os.path.join(REPO, "tests", "images", "build")], timeout=900, check=True)
-    tags = result.stdout.split()
-    assert tags[-1].startswith("mtslime-test/training-suite:"), result.stdout
-    return tags[-1]
+    suites = [tag for tag in result.stdout.split() if tag.startswith("mtslime-test/training-suite:")]
+    assert suites, result.stdout
+    return suites[-1]
 
 
 @pytest.fixture(scope="module")
