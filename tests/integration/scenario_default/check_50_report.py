@@ -42,8 +42,9 @@ def _retention(extra):
 def _complete():
     found = []
     for path in glob.glob(os.path.join(SAVE, "iter_*")):
-        if os.path.exists(os.path.join(path, "metadata.json")):
-            found.append(int(re.search(r"(\d+)$", path).group(1)))
+        name = re.fullmatch(r"iter_(\d+)", os.path.basename(path))  # not what a resume moved aside
+        if name and os.path.exists(os.path.join(path, "metadata.json")):
+            found.append(int(name.group(1)))
     return sorted(found)
 
 
