@@ -51,7 +51,7 @@ def acquire(execute, waiter, mine, module_args, timeout, interval, start_of=lock
                          "finish, stop it, or raise the stage's *_lock_timeout." % (duration(waited), describe(answer)))
     elif answer.get("previous"):
         result["taken_over_because"] = taken.get("because", "")
-        result.setdefault("warnings", []).append("took over the lock %s from the dead %s: %s" % (
+        result.setdefault("warnings", []).append("took over the lock %s, %s: the holder is dead, %s" % (
             path, lock_rules.describe(answer["previous"], float(answer.get("node_now") or 0)), taken.get("because", "")))
     return result
 
