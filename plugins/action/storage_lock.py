@@ -37,8 +37,8 @@ def acquire(execute, waiter, mine, module_args, timeout, interval, start_of=lock
     def describe(answer):
         if answer.get("status") != "held":
             return "took the lock %s" % path
-        return "waiting for the lock %s: %s; %s" % (
-            path, lock_rules.describe(answer.get("holder"), float(answer.get("node_now") or 0)), answer.get("reason", ""))
+        held = lock_rules.describe(answer.get("holder"), float(answer.get("node_now") or 0))
+        return "waiting for the lock %s: %s; %s" % (path, held, answer.get("reason", ""))
 
     looker = Waiter(call, waiter.say, clock=waiter.clock, sleep=waiter.sleep, say_every=waiter.say_every)
     answer, waited, timed_out = looker.until(
@@ -51,8 +51,9 @@ def acquire(execute, waiter, mine, module_args, timeout, interval, start_of=lock
                          "finish, stop it, or raise the stage's *_lock_timeout." % (duration(waited), describe(answer)))
     elif answer.get("previous"):
         result["taken_over_because"] = taken.get("because", "")
+        held = lock_rules.describe(answer["previous"], float(answer.get("node_now") or 0))
         result.setdefault("warnings", []).append("took over the lock %s, %s: the holder is dead, %s" % (
-            path, lock_rules.describe(answer["previous"], float(answer.get("node_now") or 0)), taken.get("because", "")))
+            path, held, taken.get("because", "")))
     return result
 
 

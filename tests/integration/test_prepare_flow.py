@@ -80,7 +80,8 @@ def test_ctrl_c_then_the_rerun_takes_the_lock_over_and_adopts_the_producer(tmp_p
     assert code == 0, text[-3000:]
     assert "took over the lock" in text and "no longer runs" in text
     # Adopted: still running (waited for), or finished meanwhile (its output checked); never started again.
-    assert ("still runs" in text and "instead of starting a second one" in text) or "finished: checking its output" in text
+    adopted = "still runs" in text and "instead of starting a second one" in text
+    assert adopted or "finished: checking its output" in text
     assert starts(target) == 1 and (target / "done").exists() and not os.path.exists(lock)
     assert not os.path.exists(str(target) + ".making")
 

@@ -5,7 +5,6 @@ work still running instead of starting a second one, leave one copy, and keep ev
 move it aside to a path it printed). The times are printed (pytest -s), not asserted."""
 from __future__ import annotations
 
-import glob
 import json
 import os
 import shutil
@@ -190,3 +189,23 @@ def test_two_runs_that_both_need_the_conversion_convert_once():
     finally:
         control()
         unstash(MCORE, kept)
+
+
+def test_a_missing_data_file_is_extracted_again_the_others_stay():
+    data = DATA + "/models/data"
+    victim = data + "/aime_2025.parquet"
+    kept = stash(victim)
+    try:
+        before = set(os.listdir(data))
+        started = time.time()
+        again = site("--tags", "data")
+        report("rerun of the data with a file missing", time.time() - started)
+        assert again.rc == 0, again.stdout[-3000:]
+        assert os.path.exists(victim) and open(victim, "rb").read() == open(kept, "rb").read()
+        assert set(os.listdir(data)) == before | {os.path.basename(victim)}, "identical files stay, none aside"
+        assert not os.path.exists(data + ".lock") and not os.path.exists(data + "/.mtslime-extract")
+    finally:
+        if os.path.exists(victim):
+            os.remove(kept)
+        else:
+            os.rename(kept, victim)
