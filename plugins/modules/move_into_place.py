@@ -9,11 +9,11 @@ module: move_into_place
 short_description: Move checked output from its temporary directory into place, moving what was there aside
 version_added: "0.1.0"
 description:
-  - The last step of the prepare flow (roles/prepare): O(src), produced and checked next to the target, becomes
+  - The last step of the prepare flow (roles/prepare). O(src), produced and checked next to the target, becomes
     O(dest). What O(dest) held before is moved aside to C(<dest>.<reason>-<UTC time>) (plugins/module_utils/aside.py),
     never deleted, and every such path is returned and printed.
-  - With O(merge), O(src) is a directory of files that go into the directory O(dest) one by one (the data files):
-    a file that is there and differs is moved aside first; one that is there and identical stays.
+  - With O(merge), O(src) is a directory of files that go into the directory O(dest) one by one (the data files);
+    a file that is there and differs is moved aside first, one that is there and identical stays.
 options:
   src:
     description: The checked output (a directory next to O(dest)).

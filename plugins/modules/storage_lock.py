@@ -12,7 +12,7 @@ description:
   - Takes, renews or releases a lock directory on the storage the work writes to (C(<target>.lock) next to the
     model directory, the converted checkpoint or the data), in one short call that never waits. Creating a
     directory is atomic on local file systems and on NFS, so two nodes or two runs can never both take it.
-  - The lock holds C(holder.json), the record of its holder: the run id, the node, the controller host and the
+  - The lock holds C(holder.json), the record of its holder - the run id, the node, the controller host and the
     pid and start time of its C(ansible-playbook), when it was taken, the lease (renewed by every progress poll
     of the holder), what the holder is doing and what a run taking it over needs to adopt the work.
   - The waiting, and the decision that a holder is dead, are the controller's (the action plugin of the same name,
