@@ -143,7 +143,7 @@ def test_ctrl_c_during_the_download_then_the_rerun_adopts_it():
     with open(os.path.join(slow, ".serve-control.json"), "w") as handle:
         json.dump({"bytes_per_second": 6000}, handle)
     server = subprocess.Popen([sys.executable, os.path.join(REPO, "tests/fixtures/serve.py"), slow, "--port", "0"],
-                              stdout=subprocess.PIPE, text=True, start_new_session=True)
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
     try:
         base = server.stdout.readline().strip().rstrip("/")
         url = "-e model_http_url=%s/Qwen/Qwen3-8B/resolve/main" % base
