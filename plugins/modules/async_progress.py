@@ -31,6 +31,12 @@ options:
   expected_bytes_file:
     description: A file holding that size, written by the task once it knows it (for example M(mtslime.posttrain.hf_download)).
     type: path
+  lock:
+    description:
+      - The storage lock (M(mtslime.posttrain.storage_lock)) the task's producer works under, as C(path) and C(token)
+        (the lock's C(holder.token)). Every poll renews its lease and records the progress line as what the holder
+        is doing, so runs waiting for the lock show it, and runs on other controllers know the holder is alive.
+    type: dict
   async_dir:
     description: Directory of the asynchronous status files (the C(ansible_async_dir) of the task).
     type: path
@@ -80,6 +86,12 @@ bytes:
   description: Current size of O(watch_path).
   returned: when O(watch_path) is set
   type: int
+alive:
+  description:
+    - Whether the task's process (its C(async_wrapper)) still runs on this node. A task that is not finished and
+      not alive was killed with its node or container; it never finishes.
+  returned: always
+  type: bool
 job_failed:
   description: The task ended and failed (non-zero rc or a module failure).
   returned: always
@@ -114,6 +126,7 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.mtslime.posttrain.plugins.module_utils import storage_lease
 from ansible_collections.mtslime.posttrain.plugins.module_utils.common import human_bytes
 from ansible_collections.mtslime.posttrain.plugins.module_utils.logscan import (
     fatal_error_in_file,
@@ -145,6 +158,24 @@ def read_status(status_file):
         return None
 
 
+def wrapper_alive(jid, proc="/proc"):
+    """Whether an async_wrapper process of job `jid` runs (its argv holds the job id's first part)."""
+    prefix = str(jid).split(".")[0]
+    try:
+        pids = [name for name in os.listdir(proc) if name.isdigit()]
+    except OSError:
+        return True  # no /proc: cannot tell, assume it runs
+    for pid in pids:
+        try:
+            with open(os.path.join(proc, pid, "cmdline"), "rb") as handle:
+                argv = handle.read().split(b"\0")
+        except OSError:
+            continue
+        if any(b"async_wrapper" in word for word in argv) and prefix.encode() in argv:
+            return True
+    return False
+
+
 def describe(finished, elapsed, size, expected, line):
     parts = ["finished" if finished else "running", str(datetime.timedelta(seconds=int(elapsed)))]
     text = "%s %s" % tuple(parts)
@@ -166,6 +197,7 @@ def main():
             expected_bytes=dict(type="int"),
             expected_bytes_file=dict(type="path"),
             async_dir=dict(type="path", default="~/.ansible_async"),
+            lock=dict(type="dict"),
         ),
         supports_check_mode=True,
     )
@@ -201,6 +233,16 @@ def main():
         except (OSError, ValueError):
             expected = None
     result["progress"] = describe(finished, elapsed, size, expected, line)
+    result["alive"] = finished or wrapper_alive(params["jid"])
+    if not finished and not result["alive"]:
+        result["progress"] = "died (no process of async job %s runs), %s" % (params["jid"], result["progress"])
+    lock = params["lock"]
+    if lock and lock.get("path") and not module.check_mode:
+        try:
+            storage_lease.renew(lock["path"], lock.get("token"), doing=result["progress"])
+        except LookupError as error:
+            module.fail_json(msg="async_progress: %s; another run took the lock over while this one waited. "
+                             "Rerun to see what it did." % error, **result)
 
     if finished:
         job_result = {k: v for k, v in status.items() if k not in ("invocation",)}

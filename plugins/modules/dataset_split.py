@@ -22,8 +22,8 @@ description:
     whose outputs are unchanged reports C(changed=false) and writes nothing; a changed input, a changed parameter,
     or a modified or missing output makes it split again."
   - An existing output that this module did not write (or that was modified since) is kept when the new content is
-    identical, and otherwise moved aside to C(<path>.replaced-<YYYYmmddTHHMMSS>) before the new file takes its
-    place (see RV(moved_to)).
+    identical, and otherwise moved aside to C(<path>.replaced-<UTC time>) (C(module_utils/aside.py)) before the
+    new file takes its place (see RV(moved_to)).
   - Needs pandas with a Parquet engine (pyarrow) in the Python that runs the module (the training container's).
 options:
   input:
@@ -140,12 +140,12 @@ diff:
   type: dict
 """
 
-import datetime
 import json
 import os
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.mtslime.posttrain.plugins.module_utils.aside import move_aside
 from ansible_collections.mtslime.posttrain.plugins.module_utils.common import atomic_write, sha256_file
 
 STATE_VERSION = 1
@@ -287,10 +287,6 @@ def write_parquet(frame, path):
         raise
 
 
-def stamp():
-    return datetime.datetime.now().strftime("%Y%m%dT%H%M%S")
-
-
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -379,8 +375,7 @@ def main():
             else:
                 ours = (recorded.get(split) or {}).get("sha256")
                 if old_sha is not None and old_sha != ours:
-                    aside = "%s.replaced-%s" % (path, stamp())
-                    os.replace(path, aside)
+                    aside = move_aside(path, "replaced")
                     moved.append(aside)
                     actions.append("moved %s aside to %s (this module had not written it)" % (path, aside))
                 os.replace(tmp, path)

@@ -6,38 +6,57 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: storage_lock
-short_description: A lock on shared storage, so two runs never write the same files
+short_description: A lock on shared storage that names its holder and dies with it
 version_added: "0.1.0"
 description:
-  - Takes or releases a lock directory on the storage the work writes to (for example next to the model directory
-    on a shared C(/data)). Creating a directory is atomic on local file systems and on NFS, so two nodes or two
-    playbook runs can never both hold it.
-  - The holder is recorded in C(owner.json) inside the lock. A lock held by another owner is waited for; one older
-    than O(stale_after) is taken over, with a warning that names the previous holder.
+  - Takes, renews or releases a lock directory on the storage the work writes to (C(<target>.lock) next to the
+    model directory, the converted checkpoint or the data), in one short call that never waits. Creating a
+    directory is atomic on local file systems and on NFS, so two nodes or two runs can never both take it.
+  - The lock holds C(holder.json), the record of its holder - the run id, the node, the controller host and the
+    pid and start time of its C(ansible-playbook), when it was taken, the lease (renewed by every progress poll
+    of the holder), what the holder is doing and what a run taking it over needs to adopt the work.
+  - The waiting, and the decision that a holder is dead, are the controller's (the action plugin of the same name,
+    so an interrupted run leaves no waiting process on the node); this module is the file side.
+    Call it through the action, with O(run_id); O(holder) and O(take_over) are set by the action.
 options:
   path:
-    description: The lock directory, for example C(/data/models/.Qwen3-8B.lock).
+    description: The lock directory, for example C(/data/models/Qwen3-8B.lock). Its parent must exist.
     type: path
     required: true
   state:
-    description: C(acquired) takes the lock (waiting for it), C(released) gives it back.
+    description:
+      - C(acquired) takes the lock (waiting, through the action, for a live holder; taking over a dead one).
+      - C(renewed) extends the lease and updates O(doing); fails when the lock is no longer ours.
+      - C(released) gives it back (nothing when it is not ours).
     type: str
-    choices: [acquired, released]
+    choices: [acquired, renewed, released]
     default: acquired
-  owner:
-    description: Who holds the lock; the same owner may take it again. Use something unique per run and node.
+  run_id:
+    description: The run (C(slime_run_id)); with the node it identifies the holder. Used by the action.
     type: str
-    required: true
+  holder:
+    description: The holder record (token, run id, node, controller, controller pid). Set by the action.
+    type: dict
+  lease:
+    description: Seconds one renewal keeps the lock alive for runs on other controllers.
+    type: int
+    default: 300
+  doing:
+    description: What the holder is doing, shown to runs that wait for the lock.
+    type: str
+    default: ""
+  doing_data:
+    description: What a run taking the lock over needs to adopt the work (C(jid) of the producer, C(temp) directory).
+    type: dict
+  take_over:
+    description: The token of a holder the controller found dead; replaced by ours if it still holds the lock.
+    type: str
   timeout:
-    description: Seconds to wait for a lock held by someone else before failing.
+    description: Seconds the action waits for a live holder before failing (with who holds it).
     type: int
-    default: 3600
-  stale_after:
-    description: Seconds after which a lock is considered left behind by a run that died, and taken over.
-    type: int
-    default: 86400
+    default: 600
   interval:
-    description: Seconds between two looks while waiting.
+    description: Seconds between two looks while the action waits.
     type: int
     default: 5
 extends_documentation_fragment:
@@ -55,137 +74,121 @@ author:
 """
 
 EXAMPLES = r"""
-- name: Take the model directory's lock
+- name: Take the model directory's lock (waits, saying who holds it, at most 10 minutes)
   mtslime.posttrain.storage_lock:
-    path: /data/models/.Qwen3-8B.lock
-    owner: "{{ inventory_hostname }}-{{ slime_run_id }}"
+    path: /data/models/Qwen3-8B.lock
+    run_id: "{{ slime_run_id }}"
+    doing: downloading Qwen/Qwen3-8B into /data/models/Qwen3-8B.partial
+    timeout: 600
 
 - name: Give it back
   mtslime.posttrain.storage_lock:
-    path: /data/models/.Qwen3-8B.lock
-    owner: "{{ inventory_hostname }}-{{ slime_run_id }}"
+    path: /data/models/Qwen3-8B.lock
+    run_id: "{{ slime_run_id }}"
     state: released
 """
 
 RETURN = r"""
+status:
+  description: C(taken), C(ours) (already held by this run), C(held) (by someone else), C(released), C(not-held).
+  returned: always
+  type: str
 holder:
-  description: The owner record of the lock after the call (empty when released).
+  description: The holder record after the call (empty when released).
   returned: always
   type: dict
-waited:
-  description: Seconds spent waiting for the lock.
+previous:
+  description: The record of the dead holder whose lock was taken over (its C(doing_data) names the work to adopt).
+  returned: when a dead holder's lock was taken over
+  type: dict
+taken_over_because:
+  description: Why the previous holder counts as dead (its process no longer runs, its lease ran out).
+  returned: when a dead holder's lock was taken over
+  type: str
+node_now:
+  description: The node's clock (epoch seconds), against which C(renewed) and C(since) are read.
   returned: always
   type: float
-taken_over:
-  description: The record of a stale holder whose lock was taken over.
-  returned: when a stale lock was taken over
-  type: dict
+waited:
+  description: Seconds spent waiting for the lock (action).
+  returned: with state=acquired
+  type: float
 """
 
-import json
 import os
-import shutil
-import socket
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-
-RECORD = "owner.json"
-
-
-def read_record(path):
-    try:
-        with open(os.path.join(path, RECORD), encoding="utf-8") as handle:
-            return json.load(handle)
-    except (OSError, ValueError):
-        try:
-            return {"owner": "unknown", "since": os.stat(path).st_mtime}
-        except OSError:
-            return None
+from ansible_collections.mtslime.posttrain.plugins.module_utils import storage_lease
 
 
-def write_record(path, owner):
-    record = {"owner": owner, "host": socket.gethostname(), "pid": os.getpid(), "since": time.time()}
-    tmp = os.path.join(path, RECORD + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(record, handle)
-    os.replace(tmp, os.path.join(path, RECORD))
-    return record
-
-
-def try_take(path, owner, stale_after, check_mode):
-    """(taken, record, taken_over): take the lock if free, ours, or stale."""
-    try:
+def run(params, check_mode, now=None):
+    """The result of one call; raises LookupError (renewing a lock that is not ours)."""
+    now = time.time() if now is None else now
+    path = params["path"].rstrip("/")
+    holder = params.get("holder") or {}
+    token = holder.get("token")
+    if not token:
+        raise ValueError("storage_lock: holder.token is missing; call the module through its action "
+                         "(mtslime.posttrain.storage_lock with run_id)")
+    state = params["state"]
+    result = dict(changed=False, node_now=now)
+    if state == "released":
+        record = storage_lease.read(path)
+        if record is None or record.get("token") != token:
+            return dict(result, status="not-held", holder=record or {})
         if not check_mode:
-            os.mkdir(path, 0o755)
-            return True, write_record(path, owner), None
-        if not os.path.exists(path):
-            return True, {"owner": owner}, None
-    except FileExistsError:
-        pass
-    record = read_record(path)
-    if record is None:
-        return False, None, None
-    if record.get("owner") == owner:
-        return True, record, None
-    if time.time() - float(record.get("since", 0)) > stale_after:
-        if not check_mode:
-            return True, write_record(path, owner), record
-        return True, {"owner": owner}, record
-    return False, record, None
+            storage_lease.release(path, token)
+        return dict(result, changed=True, status="released", holder={})
+    if state == "renewed":
+        if check_mode:
+            return dict(result, status="ours", holder=storage_lease.read(path) or {})
+        record = storage_lease.renew(path, token, doing=params.get("doing") or None,
+                                     doing_data=params.get("doing_data"), now=now, lease=params["lease"])
+        return dict(result, status="ours", holder=record)
+    if check_mode:
+        record = storage_lease.read(path)
+        if record is None or record.get("token") == token:
+            return dict(result, status="taken", holder=record or dict(holder))
+        if params.get("take_over") is not None and (record.get("token") or "") == params["take_over"]:
+            return dict(result, status="taken", holder=dict(holder), previous=record)
+        return dict(result, status="held", holder=record)
+    if params.get("take_over") is not None:
+        status, record = storage_lease.take_over(path, params["take_over"], holder, params["lease"],
+                                                 params.get("doing"), params.get("doing_data"), now=now)
+        if status == "taken":
+            return dict(result, changed=True, status="taken", holder=storage_lease.read(path), previous=record)
+        if status == "held":
+            return dict(result, status="held", holder=record or {})
+    status, record = storage_lease.acquire(path, holder, params["lease"], params.get("doing"),
+                                           params.get("doing_data"), now=now)
+    return dict(result, changed=status == "taken", status=status, holder=record)
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
             path=dict(type="path", required=True),
-            state=dict(type="str", choices=["acquired", "released"], default="acquired"),
-            owner=dict(type="str", required=True),
-            timeout=dict(type="int", default=3600),
-            stale_after=dict(type="int", default=86400),
+            state=dict(type="str", choices=["acquired", "renewed", "released"], default="acquired"),
+            run_id=dict(type="str"),
+            holder=dict(type="dict"),
+            lease=dict(type="int", default=300),
+            doing=dict(type="str", default=""),
+            doing_data=dict(type="dict"),
+            take_over=dict(type="str"),
+            timeout=dict(type="int", default=600),
             interval=dict(type="int", default=5),
         ),
         supports_check_mode=True,
     )
-    p = module.params
-    path = p["path"]
-    parent = os.path.dirname(path.rstrip("/"))
+    parent = os.path.dirname(module.params["path"].rstrip("/"))
     if not os.path.isdir(parent):
-        module.fail_json(msg="storage_lock: the directory %s that should hold the lock %s does not exist" % (parent, path))
-
-    if p["state"] == "released":
-        record = read_record(path)
-        if record is None:
-            module.exit_json(changed=False, holder={}, waited=0.0)
-        if record.get("owner") != p["owner"]:
-            module.warn("lock %s is held by %s, not by %s; left in place" % (path, record.get("owner"), p["owner"]))
-            module.exit_json(changed=False, holder=record, waited=0.0)
-        if not module.check_mode:
-            shutil.rmtree(path)
-        module.exit_json(changed=True, holder={}, waited=0.0)
-
-    start = time.time()
-    existing = read_record(path) if os.path.exists(path) else None
-    while True:
-        taken, record, stale = try_take(path, p["owner"], p["stale_after"], module.check_mode)
-        if taken:
-            break
-        waited = time.time() - start
-        if waited >= p["timeout"]:
-            since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float((record or {}).get("since", 0))))
-            module.fail_json(
-                msg="storage_lock: %s is held by %s (host %s, since %s) and was not released within %d s. Another run "
-                    "is writing there; wait for it, or remove %s if that run is gone."
-                    % (path, (record or {}).get("owner"), (record or {}).get("host", "?"), since, p["timeout"], path),
-                holder=record or {}, waited=round(waited, 1))
-        time.sleep(max(1, p["interval"]))
-    result = dict(changed=not (existing and existing.get("owner") == p["owner"]), holder=record,
-                  waited=round(time.time() - start, 1))
-    if stale:
-        result["taken_over"] = stale
-        module.warn("took over the lock %s from %s (held since %s, older than stale_after)" % (
-            path, stale.get("owner"), time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(stale.get("since", 0))))))
-    module.exit_json(**result)
+        module.fail_json(msg="storage_lock: the directory %s that should hold the lock %s does not exist"
+                         % (parent, module.params["path"]))
+    try:
+        module.exit_json(**run(module.params, module.check_mode))
+    except (LookupError, ValueError, OSError) as error:
+        module.fail_json(msg="storage_lock: %s" % error)
 
 
 if __name__ == "__main__":

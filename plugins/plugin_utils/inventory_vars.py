@@ -203,7 +203,8 @@ DATA = [
     Var("data_download_retries", Int(0), "Download retries."),
     Var("data_download_timeout", Int(1), "Per-request download timeout (s)."),
     Var("data_min_rows", Int(0), "Fewest rows each data file must have."),
-    Var("data_lock_timeout", Int(1), "Longest wait for the storage lock of the data (s).", default=600),
+    Var("data_lock_timeout", Int(1), "Longest wait (s) for the storage lock of the data held by a live run (a dead run's is taken over).",
+        default=600),
 ]
 
 MODEL = [
@@ -224,7 +225,8 @@ MODEL = [
     Var("model_poll_interval", Int(1), "Seconds between progress lines."),
     Var("model_temp_suffix", SUFFIX, "Suffix of the temporary download directory."),
     Var("model_sha256_manifest", Type(), "sha256 manifest: a file on the node or {file: sha256}."),
-    Var("model_lock_timeout", Int(1), "Longest wait for the storage lock of the model (s).", default=600),
+    Var("model_lock_timeout", Int(1), "Longest wait (s) for the storage lock of the model held by a live run (a dead run's is taken over).",
+        default=600),
 ]
 
 CONVERT = [
@@ -236,7 +238,8 @@ CONVERT = [
     Var("convert_timeout", Int(1), "Longest a conversion may run (s)."),
     Var("convert_poll_interval", Int(1), "Seconds between progress lines."),
     Var("convert_temp_suffix", SUFFIX, "Suffix of the directory the conversion writes into."),
-    Var("convert_lock_timeout", Int(1), "Longest wait for the storage lock of the conversion (s).", default=600),
+    Var("convert_lock_timeout", Int(1), "Longest wait (s) for the storage lock of the conversion held by a live run (a dead run's is taken over).",
+        default=600),
 ]
 
 RAY = [

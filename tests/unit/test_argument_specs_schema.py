@@ -29,7 +29,10 @@ def options(role):
 
 
 def role_options():
-    return [(role, entry, name, option) for role in ROLES for entry, name, option in options(role)]
+    # Options named _<role>_* are an internal role's parameters (roles/prepare), set by the calling roles,
+    # never by the inventory.
+    return [(role, entry, name, option) for role in ROLES for entry, name, option in options(role)
+            if not name.startswith("_")]
 
 
 def is_template(value):
@@ -61,6 +64,8 @@ def test_argument_spec_option_agrees_with_the_schema(role, entry, name, option):
 def test_role_defaults_pass_the_schema(role):
     path = os.path.join("roles", role, "defaults", "main.yml")
     for name, value in _yaml(path).items():
+        if name.startswith("_"):  # an internal role's parameter (see role_options)
+            continue
         assert name in BY_NAME, "%s (%s) is not in the schema" % (name, path)
         if not is_template(value) and not (isinstance(value, list) and any(is_template(v) for v in value)):
             assert BY_NAME[name].check(value) is None, "%s: %s" % (name, BY_NAME[name].check(value))

@@ -19,7 +19,8 @@ def write_status(tmp_path, data, age=0):
     return str(tmp_path)
 
 
-def test_running_task_shows_elapsed_bytes_and_last_line(tmp_path, run_module):
+def test_running_task_shows_elapsed_bytes_and_last_line(tmp_path, run_module, monkeypatch):
+    monkeypatch.setattr(module, "wrapper_alive", lambda jid: True)
     async_dir = write_status(tmp_path, {"started": 1, "finished": 0, "ansible_job_id": "j1"}, age=75)
     log = tmp_path / "run.log"
     log.write_text("start\n\x1b[32msaving shard 3\x1b[0m\n")
@@ -89,3 +90,41 @@ def test_rank_prefix_and_noise_in_first_error():
     ]
     found = first_error(lines)
     assert (found["lineno"], found["exception"]) == (3, "KeyError: 'w'")
+
+
+def fake_proc(tmp_path, *cmdlines):
+    proc = tmp_path / "proc"
+    for pid, argv in enumerate(cmdlines, start=100):
+        (proc / str(pid)).mkdir(parents=True)
+        (proc / str(pid) / "cmdline").write_bytes(b"\0".join(w.encode() for w in argv) + b"\0")
+    (proc / "self").mkdir(parents=True, exist_ok=True)
+    return str(proc)
+
+
+def test_wrapper_alive_finds_the_jobs_async_wrapper(tmp_path):
+    proc = fake_proc(tmp_path, ["/usr/bin/python3", "/root/.ansible/tmp/x/AnsiballZ_async_wrapper.py", "58211",
+                                "14400", "/root/.ansible/tmp/x/AnsiballZ_command.py", "_"], ["bash"])
+    assert module.wrapper_alive("58211.1234", proc=proc)
+    assert not module.wrapper_alive("99999.1234", proc=proc)
+
+
+def test_a_job_whose_process_is_gone_is_reported_dead(tmp_path, run_module, monkeypatch):
+    monkeypatch.setattr(module, "wrapper_alive", lambda jid: False)
+    async_dir = write_status(tmp_path, {"started": 1, "finished": 0, "ansible_job_id": "j1"})
+    result, failed = run_module(module, {"jid": "j1", "async_dir": async_dir})
+    assert not failed and not result["finished"] and not result["alive"]
+    assert result["progress"].startswith("died (no process of async job j1 runs)")
+
+
+def test_each_poll_renews_the_lock_with_the_progress_line(tmp_path, run_module, monkeypatch):
+    from ansible_collections.mtslime.posttrain.plugins.module_utils import storage_lease
+
+    monkeypatch.setattr(module, "wrapper_alive", lambda jid: True)
+    lock = str(tmp_path / "ckpt.lock")
+    storage_lease.acquire(lock, {"token": "r/n"}, 300, "converting", now=0)
+    async_dir = write_status(tmp_path, {"started": 1, "finished": 0, "ansible_job_id": "j1"})
+    result, failed = run_module(module, {"jid": "j1", "async_dir": async_dir, "lock": {"path": lock, "token": "r/n"}})
+    record = storage_lease.read(lock)
+    assert not failed and record["renewed"] > 1000 and record["doing"] == result["progress"]
+    result, failed = run_module(module, {"jid": "j1", "async_dir": async_dir, "lock": {"path": lock, "token": "x/y"}})
+    assert failed and "took the lock over" in result["msg"]

@@ -1,0 +1,22 @@
+# Filters of the prepare flow (roles/prepare): its decisions (plugin_utils/prepare_flow.py).
+from __future__ import annotations
+
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils import prepare_flow
+
+
+def slime_prepare_decision(target_done, lock, node, producer=None):
+    """{action: verify|adopt|produce, jid, why} once the flow holds the lock."""
+    return prepare_flow.decide(bool(target_done), lock or {}, node, producer or None)
+
+
+def slime_prepare_adoptable(lock, node):
+    """The async job id that a dead run of this node left running, or an empty string."""
+    return prepare_flow.adoptable_job(lock or {}, node) or ""
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "slime_prepare_decision": slime_prepare_decision,
+            "slime_prepare_adoptable": slime_prepare_adoptable,
+        }
