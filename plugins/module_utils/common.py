@@ -82,6 +82,11 @@ def fail(module, msg, exc=None, **result):
     module.fail_json(msg=msg, **result)
 
 
+def shorten(text, limit=160):
+    """`text` cut to `limit` characters, ending in `...` when cut (for commands and bodies in messages)."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def human_bytes(num):
     num = float(num)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
