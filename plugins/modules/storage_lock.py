@@ -151,7 +151,9 @@ def main():
     path = p["path"]
     parent = os.path.dirname(path.rstrip("/"))
     if not os.path.isdir(parent):
-        module.fail_json(msg="storage_lock: the directory %s that should hold the lock %s does not exist" % (parent, path))
+        module.fail_json(
+            msg="storage_lock: the directory %s that should hold the lock %s does not exist" % (parent, path)
+        )
 
     if p["state"] == "released":
         record = read_record(path)

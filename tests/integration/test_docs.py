@@ -67,6 +67,8 @@ def test_every_role_variable_is_documented_and_has_a_value(role):
     main = specs["main"].get("options", {})
     for name, option in main.items():
         if option.get("required"):
-            assert name in inventory or name.startswith("slime_cluster"), "%s: required but not in the default inventory" % name
+            assert name in inventory or name.startswith("slime_cluster"), (
+                "%s: required but not in the default inventory" % name
+            )
         else:
             assert name in defaults or name in inventory or "default" in option, "%s has no value" % name
