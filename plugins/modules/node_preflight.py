@@ -184,7 +184,7 @@ EXAMPLES = r"""
         var: slime_mcore_dir
     shm:
       size: 500g
-      var: slime_container_shm_size
+      var: container_shm_size
     ports:
       - {port: 64379, what: Ray GCS, var: ray_gcs_port}
       - {port: 8772, what: Ray dashboard / jobs API, var: ray_dashboard_port}

@@ -186,7 +186,7 @@ def test_every_failure_is_reported_at_once(run_module, node, listener, tmp_path)
                 "var": "slime_data_dir",
             }
         ],
-        "shm": {"size": "1000000t", "var": "slime_container_shm_size"},
+        "shm": {"size": "1000000t", "var": "container_shm_size"},
         "ports": [{"port": listener, "what": "Ray dashboard / jobs API", "var": "ray_dashboard_port"}],
         "commands": ["definitely-not-a-command-xyz"],
     }
@@ -210,7 +210,7 @@ def test_every_failure_is_reported_at_once(run_module, node, listener, tmp_path)
     # shm larger than RAM is a warning, not a failure
     (warning,) = result["preflight_warnings"]
     assert warning.startswith("shm: the container's shared memory 1000000t")
-    assert "exceeds this node's RAM" in warning and "lower slime_container_shm_size" in warning
+    assert "exceeds this node's RAM" in warning and "lower container_shm_size" in warning
     assert result["checks"]["shm"]["ok"] is False
     port_row = result["checks"]["ports"]["items"][0]
     assert (port_row["state"], port_row["pid"]) == ("foreign", os.getpid())
@@ -383,14 +383,14 @@ def test_invalid_sizes_and_ports_are_failures(run_module, node, engine, tmp_path
             "accelerator": {"vendor": "musa", "tool_dir": tools},
             "docker": {"socket": engine()},
             "disk": [{"path": str(tmp_path), "need_bytes": "lots"}],
-            "shm": {"size": "half", "var": "slime_container_shm_size"},
+            "shm": {"size": "half", "var": "container_shm_size"},
             "ports": [{"port": 70000, "what": "Ray GCS", "var": "ray_gcs_port"}],
         },
     )
     assert failed
     assert "(1) disk: need_bytes 'lots' for %s is not a size" % tmp_path in result["msg"]
     assert (
-        "(2) shm: size 'half' is not a Docker size (use e.g. 500g, 2g or bytes); fix slime_container_shm_size"
+        "(2) shm: size 'half' is not a Docker size (use e.g. 500g, 2g or bytes); fix container_shm_size"
         in result["msg"]
     )
     assert "(3) port 70000 (Ray GCS) is not a TCP port number; fix ray_gcs_port" in result["msg"]
@@ -431,11 +431,11 @@ def test_nearest_existing(tmp_path):
 
 def test_check_shm_against_a_meminfo(tmp_path):
     (tmp_path / "meminfo").write_text("MemTotal:       263859924 kB\nMemFree:        1000 kB\n")
-    failures, warnings, info = pdisk.check_shm({"size": "500g", "var": "slime_container_shm_size"}, proc=str(tmp_path))
+    failures, warnings, info = pdisk.check_shm({"size": "500g", "var": "container_shm_size"}, proc=str(tmp_path))
     assert failures == [] and info["mem_total_bytes"] == 263859924 * 1024
     (warning,) = warnings
     assert "500g (500.0 GiB) exceeds this node's RAM (251.6 GiB MemTotal)" in warning
-    assert warning.endswith("lower slime_container_shm_size to at most the RAM, e.g. 125g")
+    assert warning.endswith("lower container_shm_size to at most the RAM, e.g. 125g")
     failures, warnings, info = pdisk.check_shm({"size": "2g"}, proc=str(tmp_path))
     assert failures == [] and warnings == [] and info["ok"]
     failures, warnings, info = pdisk.check_shm({"size": "2g"}, proc=str(tmp_path / "nowhere"))
