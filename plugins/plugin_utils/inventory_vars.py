@@ -313,5 +313,6 @@ TOPICS = (("Paths", PATHS), ("Accelerator", ACCELERATOR), ("Container", CONTAINE
           ("Node, cluster and controller", NODE))
 # Variables the plays compute (facts.yml, preflight); never set in the inventory.
 COMPUTED = frozenset(("slime_cluster_info", "slime_storage_info", "slime_topology", "slime_storage_layout",
-                      "slime_stage", "slime_run_id", "slime_node_accelerator"))
+                      "slime_stage", "slime_run_id", "slime_node_accelerator", "slime_accelerator_profile",
+                      "slime_log_file"))
 assert all(ENV_NAME_RE.fullmatch(v.name) for v in VARS)
