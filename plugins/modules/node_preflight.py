@@ -227,8 +227,7 @@ accelerator:
 checks:
   description:
     - "One entry per check (C(accelerator), C(docker), C(disk), C(shm), C(ports), C(commands)), each with C(ok) and
-      C(detail);
-      C(skipped) when the check was not asked for (not in O(checks), or its option empty)."
+      C(detail); C(skipped) when the check was not asked for (not in O(checks), or its option empty)."
     - "C(docker) adds C(version), C(api_version), C(runtimes); C(disk), C(ports) and C(commands) add C(items);
       C(shm) adds C(size_bytes) and C(mem_total_bytes); a C(disk) item with O(disk[].projection) adds C(projection)
       (C(saves_total), C(saves_remaining), C(checkpoint_bytes), C(at_end), C(need_bytes), C(free_bytes), C(ok),
