@@ -89,7 +89,9 @@ def inventory(size, shared, ports):
     root = os.path.join(ROOT, "fleet-%d" % size)
     shutil.rmtree(root, ignore_errors=True)
     os.makedirs(os.path.join(root, "inventory", "group_vars"))
-    os.symlink(os.path.join(REPO, "inventory", "group_vars", "all"), os.path.join(root, "inventory", "group_vars", "all"))
+    os.symlink(
+        os.path.join(REPO, "inventory", "group_vars", "all"), os.path.join(root, "inventory", "group_vars", "all")
+    )
     hosts = {}
     for index in range(size):
         name = "sim-%03d" % index

@@ -21,7 +21,9 @@ class ActionModule(ActionBase):
         files = self._task.args.get("files") or []
         dir_mode = int(str(self._task.args.get("dir_mode", "0750")), 8)
         if not dest or not os.path.isabs(str(dest)):
-            raise AnsibleActionFail("controller_files: dest must be an absolute directory on the controller, got %r" % dest)
+            raise AnsibleActionFail(
+                "controller_files: dest must be an absolute directory on the controller, got %r" % dest
+            )
         diffs, actions, written = [], [], []
         for item in files:
             path = os.path.join(dest, os.path.basename(item.get("name") or item["path"]))
@@ -30,7 +32,9 @@ class ActionModule(ActionBase):
             current_mode = os.stat(path).st_mode & 0o7777 if before is not None else None
             if before == item["content"] and current_mode == mode:
                 continue
-            diffs.append({"before": before or "", "after": item["content"], "before_header": path, "after_header": path})
+            diffs.append(
+                {"before": before or "", "after": item["content"], "before_header": path, "after_header": path}
+            )
             actions.append("%s %s" % ("would write" if self._task.check_mode else "wrote", path))
             written.append(path)
             if not self._task.check_mode:

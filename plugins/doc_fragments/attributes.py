@@ -9,7 +9,8 @@ attributes:
   check_mode:
     description: Can run in C(check_mode) and return changed status prediction without modifying target.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in C(check_mode)), when in diff mode.
+    description:
+      Will return details on what has changed (or possibly needs changing in C(check_mode)), when in diff mode.
   idempotent:
     description:
       - When run twice in a row outside check mode, with the same arguments, the second invocation indicates no change.

@@ -1,12 +1,10 @@
 # Shared helpers for mtslime.posttrain modules: atomic writes, checksums,
-# diffs and one failure path that keeps the traceback.
+# Ansible's diff dict for a text file, sizes for messages.
 from __future__ import annotations
 
-import difflib
 import hashlib
 import os
 import tempfile
-import traceback
 
 CHUNK = 1 << 20
 
@@ -58,28 +56,14 @@ def atomic_write(path, data, mode=None):
     return path
 
 
-def unified_diff(before, after, path):
-    """A unified diff of two texts, as Ansible shows it under --diff."""
-    return "".join(
-        difflib.unified_diff(
-            (before or "").splitlines(True),
-            (after or "").splitlines(True),
-            fromfile="before: %s" % path,
-            tofile="after: %s" % path,
-        )
-    )
-
-
 def text_diff(before, after, path):
     """Ansible's diff dict for a text file."""
     return {"before": before or "", "after": after or "", "before_header": path, "after_header": path}
 
 
-def fail(module, msg, exc=None, **result):
-    """Fail the module with `msg`; attach the traceback when an exception caused it."""
-    if exc is not None:
-        result.setdefault("exception", traceback.format_exc())
-    module.fail_json(msg=msg, **result)
+def shorten(text, limit=160):
+    """`text` cut to `limit` characters, ending in `...` when cut (for commands and bodies in messages)."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def human_bytes(num):

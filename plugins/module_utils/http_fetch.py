@@ -197,7 +197,7 @@ class Fetcher:
                 if failures > self.retries:
                     retry.error.attempts = failures
                     retry.error.args = (retry.error.message(),)
-                    raise retry.error
+                    raise retry.error from retry
                 if not progressed:
                     self.sleep(min(BACKOFF_CAP, BACKOFF_BASE * (2 ** (failures - 1))))
 
@@ -273,7 +273,8 @@ class Fetcher:
                     if parsed and parsed[2] is not None and parsed[2] == offset:
                         return finish()
                     reset_part()
-                    raise _Retry(FetchError("http", name, url, "range not satisfiable; restarting", status=416))
+                    error = FetchError("http", name, url, "range not satisfiable; restarting", status=416)
+                    raise _Retry(error) from exc
                 self._classify(exc, name, url)
             except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
                 self._classify(exc, name, url)
@@ -299,7 +300,9 @@ class Fetcher:
                 try:
                     handle = open(part, mode)
                 except OSError as exc:
-                    raise FetchError("disk", name, url, exc.strerror or str(exc), path=part, free=free_bytes(part))
+                    raise FetchError(
+                        "disk", name, url, exc.strerror or str(exc), path=part, free=free_bytes(part)
+                    ) from exc
                 with handle:
                     while True:
                         try:
@@ -307,14 +310,14 @@ class Fetcher:
                         except (http.client.HTTPException, OSError) as exc:
                             retry = _Retry(FetchError("network", name, url, network_reason(exc)))
                             retry.progressed = progressed
-                            raise retry
+                            raise retry from exc
                         if not block:
                             break
                         try:
                             handle.write(block)
                         except OSError as exc:  # ENOSPC / EDQUOT (disk full, quota) and other write errors
                             raise FetchError("disk", name, url, exc.strerror or str(exc), path=part,
-                                             free=free_bytes(part))
+                                             free=free_bytes(part)) from exc
                         progressed = True
                         state["downloaded"] += len(block)
                         if on_progress:
@@ -324,7 +327,7 @@ class Fetcher:
                         os.fsync(handle.fileno())
                     except OSError as exc:
                         raise FetchError("disk", name, url, exc.strerror or str(exc), path=part,
-                                         free=free_bytes(part))
+                                         free=free_bytes(part)) from exc
             finally:
                 resp.close()
             size = part_size()

@@ -20,7 +20,8 @@ options:
     type: str
     required: true
   log_file:
-    description: Log file the task writes. Its last line is shown while the task runs; its first error line when it fails.
+    description:
+      Log file the task writes. Its last line is shown while the task runs; its first error line when it fails.
     type: path
   watch_path:
     description: File or directory the task fills (a download). Its size so far is shown.
@@ -29,7 +30,8 @@ options:
     description: Size that O(watch_path) will have when the task is done, to show a percentage.
     type: int
   expected_bytes_file:
-    description: A file holding that size, written by the task once it knows it (for example M(mtslime.posttrain.hf_download)).
+    description:
+      A file holding that size, written by the task once it knows it (for example M(mtslime.posttrain.hf_download)).
     type: path
   lock:
     description:
@@ -214,7 +216,8 @@ def main():
     elapsed = max(0.0, time.time() - os.stat(status_file).st_mtime) if not finished else 0.0
     if finished and status.get("start") and status.get("end"):
         fmt = "%Y-%m-%d %H:%M:%S.%f"
-        elapsed = (datetime.datetime.strptime(status["end"], fmt) - datetime.datetime.strptime(status["start"], fmt)).total_seconds()
+        start, end = (datetime.datetime.strptime(status[key], fmt) for key in ("start", "end"))
+        elapsed = (end - start).total_seconds()
 
     result = dict(changed=False, finished=finished, elapsed=round(elapsed, 1), job_failed=False)
     line = None

@@ -229,19 +229,19 @@ def split_frame(params, input_path):
         raise SplitError(
             "dataset_split: pandas is not importable by this Python (%s); install pandas and pyarrow in the "
             "training container (pip install pandas pyarrow)" % exc
-        )
+        ) from exc
     try:
         df = pd.read_parquet(input_path)
     except ImportError as exc:
         raise SplitError(
             "dataset_split: pandas cannot read Parquet here (%s); install pyarrow in the training container "
             "(pip install pyarrow)" % exc
-        )
+        ) from exc
     except Exception as exc:  # pyarrow raises several types for a broken file
         raise SplitError(
             "dataset_split: input %s is not a readable Parquet file (%s: %s); the file is truncated or not Parquet - "
             "download it again or %s" % (input_path, type(exc).__name__, exc, FIX_INPUT)
-        )
+        ) from exc
     if "data_source" not in df.columns:
         raise SplitError(
             "dataset_split: input %s has no column 'data_source' (columns: %s); the guide's split selects rows by "

@@ -201,7 +201,7 @@ def shard_names(index_path, source):
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise Abort("hf_download: %s from %s is not a usable index (%s: %s); the repository at base_url is not a "
                     "sharded safetensors model, or the file is damaged - check base_url"
-                    % (INDEX, source, type(exc).__name__, exc))
+                    % (INDEX, source, type(exc).__name__, exc)) from exc
     names = sorted(set(str(v) for v in weight_map.values()))
     unsafe = [n for n in names if not safe_name(n)]
     if unsafe:
@@ -304,7 +304,7 @@ class Download:
                     raise
                 raise Abort("hf_download: neither %s nor %s at %s (HTTP 404); base_url does not point at a "
                             "safetensors model repository - check the organisation, repository and revision"
-                            % (INDEX, SINGLE, redact(self.base_url)))
+                            % (INDEX, SINGLE, redact(self.base_url))) from exc
             shards = [SINGLE]
         for name in shards:
             if name != SINGLE:

@@ -307,7 +307,7 @@ def read_header(file_path):
     try:
         header = json.loads(blob.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
-        raise ValueError("corrupt", "its header is not JSON (%s)" % exc)
+        raise ValueError("corrupt", "its header is not JSON (%s)" % exc) from exc
     if not isinstance(header, dict):
         raise ValueError("corrupt", "its header is not a JSON object")
     return header, length

@@ -95,11 +95,17 @@ author:
 """
 
 EXAMPLES = r"""
+- name: Fingerprint the Hugging Face model the conversion reads
+  mtslime.posttrain.hf_model_check:
+    path: "{{ slime_hf_model_dir }}"
+    model_args: "{{ slime_model_args }}"
+  register: __hf_model
+
 - name: Move an interrupted or stale conversion aside before converting
   mtslime.posttrain.mcore_checkpoint:
     path: /data/LLMs/MCORE/Qwen3-8B_slime
     expect: release
-    fingerprint: "{{ __download_hf.fingerprint }}"
+    fingerprint: "{{ __hf_model.fingerprint }}"
     move_aside_if: [interrupted, stale]
   register: __convert_before
 
@@ -107,7 +113,7 @@ EXAMPLES = r"""
   mtslime.posttrain.mcore_checkpoint:
     path: /data/LLMs/MCORE/Qwen3-8B_slime
     expect: release
-    record_fingerprint: "{{ __download_hf.fingerprint }}"
+    record_fingerprint: "{{ __hf_model.fingerprint }}"
     record_extra:
       hf_checkpoint: /data/models/Qwen3-8B
 

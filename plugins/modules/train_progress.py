@@ -80,10 +80,11 @@ EXAMPLES = r"""
     log_file: /home/slime/musa_example/qwen_32b_sherry/logs/qwen3-8B.log
   register: progress
 
+# __train_job: the registered result of mtslime.posttrain.ray_job (as in the train_job role)
 - name: Show it, as the job's status says (an error of a RUNNING job is a warning)
   mtslime.posttrain.train_progress:
     log_file: /home/slime/musa_example/qwen_32b_sherry/logs/qwen3-8B.log
-    status: "{{ job.status }}"
+    status: "{{ __train_job.status }}"
   register: progress
 
 - name: Print the line
@@ -93,7 +94,7 @@ EXAMPLES = r"""
 - name: Read a job's log through the Jobs API instead
   mtslime.posttrain.train_progress:
     dashboard_url: "http://127.0.0.1:8772"
-    submission_id: "{{ train_job.submission_id }}"
+    submission_id: "{{ __train_job.submission_id }}"
 """
 
 RETURN = r"""

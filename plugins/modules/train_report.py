@@ -93,7 +93,7 @@ EXAMPLES = r"""
     model_name: "{{ slime_model_name }}"
     experiment: "{{ slime_experiment }}"
     dest: "{{ playbook_dir }}/rendered/report"
-    status: "{{ slime_status }}"
+    status: "{{ slime_status }}"  # the cluster's status, as playbooks/plays/report.yml sets it
   register: report
 
 - name: Where it is

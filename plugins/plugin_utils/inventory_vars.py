@@ -203,8 +203,8 @@ DATA = [
     Var("data_download_retries", Int(0), "Download retries."),
     Var("data_download_timeout", Int(1), "Per-request download timeout (s)."),
     Var("data_min_rows", Int(0), "Fewest rows each data file must have."),
-    Var("data_lock_timeout", Int(1), "Longest wait (s) for the storage lock of the data held by a live run (a dead run's is taken over).",
-        default=600),
+    Var("data_lock_timeout", Int(1), "Longest wait (s) for the storage lock of the data held by a live run "
+        "(a dead run's is taken over).", default=600),
 ]
 
 MODEL = [
@@ -225,8 +225,8 @@ MODEL = [
     Var("model_poll_interval", Int(1), "Seconds between progress lines."),
     Var("model_temp_suffix", SUFFIX, "Suffix of the temporary download directory."),
     Var("model_sha256_manifest", Type(), "sha256 manifest: a file on the node or {file: sha256}."),
-    Var("model_lock_timeout", Int(1), "Longest wait (s) for the storage lock of the model held by a live run (a dead run's is taken over).",
-        default=600),
+    Var("model_lock_timeout", Int(1), "Longest wait (s) for the storage lock of the model held by a live run "
+        "(a dead run's is taken over).", default=600),
 ]
 
 CONVERT = [
@@ -238,8 +238,8 @@ CONVERT = [
     Var("convert_timeout", Int(1), "Longest a conversion may run (s)."),
     Var("convert_poll_interval", Int(1), "Seconds between progress lines."),
     Var("convert_temp_suffix", SUFFIX, "Suffix of the directory the conversion writes into."),
-    Var("convert_lock_timeout", Int(1), "Longest wait (s) for the storage lock of the conversion held by a live run (a dead run's is taken over).",
-        default=600),
+    Var("convert_lock_timeout", Int(1), "Longest wait (s) for the storage lock of the conversion held by a live run "
+        "(a dead run's is taken over).", default=600),
 ]
 
 RAY = [
@@ -316,5 +316,6 @@ TOPICS = (("Paths", PATHS), ("Accelerator", ACCELERATOR), ("Container", CONTAINE
           ("Node, cluster and controller", NODE))
 # Variables the plays compute (facts.yml, preflight); never set in the inventory.
 COMPUTED = frozenset(("slime_cluster_info", "slime_storage_info", "slime_topology", "slime_storage_layout",
-                      "slime_stage", "slime_run_id", "slime_node_accelerator"))
+                      "slime_stage", "slime_run_id", "slime_node_accelerator", "slime_accelerator_profile",
+                      "slime_log_file"))
 assert all(ENV_NAME_RE.fullmatch(v.name) for v in VARS)

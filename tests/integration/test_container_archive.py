@@ -7,7 +7,6 @@ with the locally built training-suite test image."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 
 import pytest

@@ -179,7 +179,9 @@ def test_script_refuses_a_second_job_of_the_experiment(tmp_path, jobs_api):
 
 
 def test_overrides_change_one_flag_in_place(tmp_path, jobs_api):
-    overrides = json.dumps({"slime_train_args_overrides": {"lr": "2e-6", "use-tis": None, "sglang-disable-cuda-graph": True}})
+    overrides = json.dumps(
+        {"slime_train_args_overrides": {"lr": "2e-6", "use-tis": None, "sglang-disable-cuda-graph": True}}
+    )
     node = render(tmp_path, "-e", "ray_dashboard_port=%d" % jobs_api.server_port, "-e", overrides)
     argv, _proc = submitted_args(node, tmp_path)
     rendered = pairs(argv[argv.index("--") + 3:])

@@ -17,6 +17,9 @@ import threading
 
 import pytest
 from ansible_collections.mtslime.posttrain.plugins.module_utils import accelerator as acc
+from ansible_collections.mtslime.posttrain.plugins.module_utils import docker_engine as dengine
+from ansible_collections.mtslime.posttrain.plugins.module_utils import preflight_disk as pdisk
+from ansible_collections.mtslime.posttrain.plugins.module_utils import preflight_ports as pports
 from ansible_collections.mtslime.posttrain.plugins.modules import node_preflight as npf
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "accelerator")
@@ -183,7 +186,7 @@ def test_every_failure_is_reported_at_once(run_module, node, listener, tmp_path)
                 "var": "slime_data_dir",
             }
         ],
-        "shm": {"size": "1000000t", "var": "slime_container_shm_size"},
+        "shm": {"size": "1000000t", "var": "container_shm_size"},
         "ports": [{"port": listener, "what": "Ray dashboard / jobs API", "var": "ray_dashboard_port"}],
         "commands": ["definitely-not-a-command-xyz"],
     }
@@ -207,7 +210,7 @@ def test_every_failure_is_reported_at_once(run_module, node, listener, tmp_path)
     # shm larger than RAM is a warning, not a failure
     (warning,) = result["preflight_warnings"]
     assert warning.startswith("shm: the container's shared memory 1000000t")
-    assert "exceeds this node's RAM" in warning and "lower slime_container_shm_size" in warning
+    assert "exceeds this node's RAM" in warning and "lower container_shm_size" in warning
     assert result["checks"]["shm"]["ok"] is False
     port_row = result["checks"]["ports"]["items"][0]
     assert (port_row["state"], port_row["pid"]) == ("foreign", os.getpid())
@@ -241,6 +244,28 @@ def test_port_held_by_ray_is_accepted(run_module, node, engine):
     finally:
         child.kill()
         child.wait()
+
+
+def test_only_the_port_check(run_module, node, listener, tmp_path):
+    # no accelerator tool and no Docker engine: with checks: [ports] neither is probed, only the port fails
+    args = {
+        "checks": ["ports"],
+        "accelerator": {"vendor": "musa", "tool_dir": str(node / "no-tools"), "expected_count": 8},
+        "docker": {"socket": "unix://" + str(tmp_path / "missing" / "docker.sock")},
+        "disk": [{"path": str(tmp_path), "need_bytes": 1 << 60, "what": "too much"}],
+        "commands": ["no-such-program"],
+        "ports": [{"port": listener, "what": "Ray GCS", "var": "ray_gcs_port"}],
+    }
+    result, failed = run_module(npf, args)
+    assert failed
+    assert len(result["failures"]) == 1 and result["failures"][0].startswith("port %d (Ray GCS) is held by pid %d"
+                                                                            % (listener, os.getpid()))
+    assert result["accelerator"] == {} and result["preflight_warnings"] == []
+    for name in ("accelerator", "docker", "disk", "shm", "commands"):
+        assert result["checks"][name] == {"ok": True, "skipped": True, "detail": "not in checks"}
+    assert result["checks"]["ports"]["items"][0]["state"] == "foreign"
+    result, failed = run_module(npf, dict(args, checks=["ports", "disk"]))
+    assert [f.split(" ")[0] for f in result["failures"]] == ["disk:", "port"]
 
 
 def test_docker_ping_not_ok_and_not_required(run_module, node, engine):
@@ -358,14 +383,14 @@ def test_invalid_sizes_and_ports_are_failures(run_module, node, engine, tmp_path
             "accelerator": {"vendor": "musa", "tool_dir": tools},
             "docker": {"socket": engine()},
             "disk": [{"path": str(tmp_path), "need_bytes": "lots"}],
-            "shm": {"size": "half", "var": "slime_container_shm_size"},
+            "shm": {"size": "half", "var": "container_shm_size"},
             "ports": [{"port": 70000, "what": "Ray GCS", "var": "ray_gcs_port"}],
         },
     )
     assert failed
     assert "(1) disk: need_bytes 'lots' for %s is not a size" % tmp_path in result["msg"]
     assert (
-        "(2) shm: size 'half' is not a Docker size (use e.g. 500g, 2g or bytes); fix slime_container_shm_size"
+        "(2) shm: size 'half' is not a Docker size (use e.g. 500g, 2g or bytes); fix container_shm_size"
         in result["msg"]
     )
     assert "(3) port 70000 (Ray GCS) is not a TCP port number; fix ray_gcs_port" in result["msg"]
@@ -390,30 +415,30 @@ def test_invalid_sizes_and_ports_are_failures(run_module, node, engine, tmp_path
     ],
 )
 def test_parse_size(value, size):
-    assert npf.parse_size(value) == size
+    assert pdisk.parse_size(value) == size
 
 
 @pytest.mark.parametrize("value", ["", "g", "lots", "-1g", "5 q", True, -3])
 def test_parse_size_rejects(value):
     with pytest.raises(ValueError):
-        npf.parse_size(value)
+        pdisk.parse_size(value)
 
 
 def test_nearest_existing(tmp_path):
-    assert npf.nearest_existing(str(tmp_path / "a" / "b" / "c")) == str(tmp_path)
-    assert npf.nearest_existing(str(tmp_path)) == str(tmp_path)
+    assert pdisk.nearest_existing(str(tmp_path / "a" / "b" / "c")) == str(tmp_path)
+    assert pdisk.nearest_existing(str(tmp_path)) == str(tmp_path)
 
 
 def test_check_shm_against_a_meminfo(tmp_path):
     (tmp_path / "meminfo").write_text("MemTotal:       263859924 kB\nMemFree:        1000 kB\n")
-    failures, warnings, info = npf.check_shm({"size": "500g", "var": "slime_container_shm_size"}, proc=str(tmp_path))
+    failures, warnings, info = pdisk.check_shm({"size": "500g", "var": "container_shm_size"}, proc=str(tmp_path))
     assert failures == [] and info["mem_total_bytes"] == 263859924 * 1024
     (warning,) = warnings
     assert "500g (500.0 GiB) exceeds this node's RAM (251.6 GiB MemTotal)" in warning
-    assert warning.endswith("lower slime_container_shm_size to at most the RAM, e.g. 125g")
-    failures, warnings, info = npf.check_shm({"size": "2g"}, proc=str(tmp_path))
+    assert warning.endswith("lower container_shm_size to at most the RAM, e.g. 125g")
+    failures, warnings, info = pdisk.check_shm({"size": "2g"}, proc=str(tmp_path))
     assert failures == [] and warnings == [] and info["ok"]
-    failures, warnings, info = npf.check_shm({"size": "2g"}, proc=str(tmp_path / "nowhere"))
+    failures, warnings, info = pdisk.check_shm({"size": "2g"}, proc=str(tmp_path / "nowhere"))
     assert failures == [] and "cannot read MemTotal" in warnings[0]
 
 
@@ -451,13 +476,13 @@ def test_check_shm_against_a_meminfo(tmp_path):
     ],
 )
 def test_is_ray(args, comm, ray):
-    assert npf.is_ray(args, comm) is ray
+    assert pports.is_ray(args, comm) is ray
 
 
 def test_listening_socket_is_found_with_its_owner(listener):
-    inodes = npf.listening_inodes([listener])[listener]
+    inodes = pports.listening_inodes([listener])[listener]
     assert inodes
-    owners, _ = npf.socket_owners(inodes)
+    owners, _ = pports.socket_owners(inodes)
     assert os.getpid() in {pid for pids in owners.values() for pid in pids}
 
 
@@ -472,24 +497,24 @@ def test_ipv6_listener_is_found():
     with sock:
         sock.listen(1)
         port = sock.getsockname()[1]
-        assert npf.listening_inodes([port])[port]
+        assert pports.listening_inodes([port])[port]
 
 
 def test_a_free_port_has_no_listener():
     port = free_port()
-    assert npf.listening_inodes([port]) == {port: set()}
-    failures, info = npf.check_ports([{"port": port, "what": "Ray GCS", "var": "ray_gcs_port"}])
+    assert pports.listening_inodes([port]) == {port: set()}
+    failures, info = pports.check_ports([{"port": port, "what": "Ray GCS", "var": "ray_gcs_port"}])
     assert failures == [] and info["items"][0]["state"] == "free"
 
 
 def test_docker_addresses():
-    assert npf.docker_connection("unix:///var/run/docker.sock")[1] == "/var/run/docker.sock"
-    assert npf.docker_connection("/run/docker.sock")[1] == "/run/docker.sock"
-    assert npf.docker_connection("tcp://10.0.0.5:2375")[1] == "10.0.0.5:2375"
-    assert npf.docker_connection("tcp://docker-host")[1] == "docker-host:2375"
+    assert dengine.docker_connection("unix:///var/run/docker.sock")[1] == "/var/run/docker.sock"
+    assert dengine.docker_connection("/run/docker.sock")[1] == "/run/docker.sock"
+    assert dengine.docker_connection("tcp://10.0.0.5:2375")[1] == "10.0.0.5:2375"
+    assert dengine.docker_connection("tcp://docker-host")[1] == "docker-host:2375"
     with pytest.raises(ValueError):
-        npf.docker_connection("ssh://user@host")
-    failures, _ = npf.check_docker({"socket": "ssh://user@host"})
+        dengine.docker_connection("ssh://user@host")
+    failures, _ = dengine.check_docker({"socket": "ssh://user@host"})
     assert "is neither unix:///path nor tcp://host:port; fix docker.socket" in failures[0]
 
 
@@ -499,7 +524,7 @@ def test_docker_over_tcp(engine):
     server.answers = HEALTHY_ENGINE
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     try:
-        failures, info = npf.check_docker({"socket": "tcp://127.0.0.1:%d" % server.server_address[1]})
+        failures, info = dengine.check_docker({"socket": "tcp://127.0.0.1:%d" % server.server_address[1]})
         assert failures == [] and info["version"] == "27.3.1"
     finally:
         server.shutdown()

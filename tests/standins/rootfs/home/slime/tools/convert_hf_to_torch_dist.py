@@ -43,7 +43,9 @@ def add_model_args(parser):
     g.add_argument("--norm-epsilon", type=float, default=1e-5)
     g.add_argument("--rotary-percent", type=float, default=1.0)
     g.add_argument("--normalization", default="LayerNorm", choices=["LayerNorm", "RMSNorm"])
-    g.add_argument("--position-embedding-type", default="learned_absolute", choices=["learned_absolute", "rope", "none"])
+    g.add_argument(
+        "--position-embedding-type", default="learned_absolute", choices=["learned_absolute", "rope", "none"]
+    )
     g.add_argument("--attention-backend", default="auto")
     g.add_argument("--distributed-backend", default="nccl")
     g.add_argument("--save", default=None)

@@ -1,0 +1,112 @@
+# node_preflight's Docker check: the engine API over its unix socket (or plain-HTTP TCP), with no
+# docker client program: GET /_ping must answer OK; /version and /info add the version and runtimes.
+from __future__ import annotations
+
+import http.client
+import json
+import re
+import socket
+
+from ansible_collections.mtslime.posttrain.plugins.module_utils.common import shorten
+
+DOCKER_TIMEOUT = 10
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    """HTTP over a unix socket (the Docker engine API)."""
+
+    def __init__(self, path, timeout=DOCKER_TIMEOUT):
+        super().__init__("localhost", timeout=timeout)
+        self.unix_path = path
+
+    def connect(self):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self.unix_path)
+        except BaseException:
+            sock.close()
+            raise
+        self.sock = sock
+
+
+def docker_connection(address, timeout=DOCKER_TIMEOUT):
+    """(connection, description) for `unix:///path`, a bare `/path`, or `tcp://host:port` / `http://host:port`."""
+    if address.startswith("unix://"):
+        path = address[len("unix://") :]
+        return UnixHTTPConnection(path, timeout), path
+    if address.startswith("/"):
+        return UnixHTTPConnection(address, timeout), address
+    match = re.match(r"^(?:tcp|http)://([^/:]+|\[[^\]]+\])(?::(\d+))?/?$", address)
+    if match:
+        host, port = match.group(1).strip("[]"), int(match.group(2) or 2375)
+        return http.client.HTTPConnection(host, port, timeout=timeout), "%s:%d" % (host, port)
+    raise ValueError(address)
+
+
+def docker_get(address, path, timeout=DOCKER_TIMEOUT):
+    conn, _ = docker_connection(address, timeout)
+    try:
+        conn.request("GET", path, headers={"Host": "docker"})
+        response = conn.getresponse()
+        return response.status, response.read().decode("utf-8", "replace")
+    finally:
+        conn.close()
+
+
+def check_docker(docker):
+    address = docker.get("socket") or "unix:///var/run/docker.sock"
+    try:
+        _, where = docker_connection(address)
+    except ValueError:
+        return [
+            "Docker engine address %r is neither unix:///path nor tcp://host:port; fix docker.socket" % address
+        ], dict(ok=False, detail="bad address")
+    prefix = "Docker engine not reachable at %s" % address
+    try:
+        status, body = docker_get(address, "/_ping")
+    except FileNotFoundError:
+        return [
+            "%s: the socket %s does not exist; install Docker and start it (systemctl enable --now docker), "
+            "or set docker.socket to the engine's address" % (prefix, where)
+        ], dict(ok=False, detail="no socket")
+    except PermissionError:
+        return [
+            "%s: permission denied on %s; run the preflight with become: true or add the Ansible user to the docker "
+            "group"
+            % (prefix, where)
+        ], dict(ok=False, detail="permission denied")
+    except ConnectionRefusedError:
+        return [
+            "%s: connection refused on %s, the Docker daemon is not running; start it (systemctl start docker)"
+            % (prefix, where)
+        ], dict(ok=False, detail="connection refused")
+    except socket.timeout:
+        return [
+            "%s: no answer within %d s on %s; check systemctl status docker" % (prefix, DOCKER_TIMEOUT, where)
+        ], dict(ok=False, detail="timeout")
+    except (OSError, http.client.HTTPException) as exc:
+        return ["%s: %s; check that %s is the Docker engine (systemctl status docker)" % (prefix, exc, where)], dict(
+            ok=False, detail=str(exc)
+        )
+    if status != 200 or body.strip() != "OK":
+        return [
+            "Docker engine at %s answered GET /_ping with HTTP %d %r instead of OK; check systemctl status docker "
+            "and journalctl -u docker" % (address, status, shorten(body.strip(), 80))
+        ], dict(ok=False, detail="ping failed")
+    info = dict(ok=True, detail="engine answers on %s" % address, version=None, api_version=None, runtimes=None)
+    try:
+        status, body = docker_get(address, "/version")
+        if status == 200:
+            data = json.loads(body)
+            info.update(version=data.get("Version"), api_version=data.get("ApiVersion"))
+            info["detail"] = "Docker %s (API %s) answers on %s" % (info["version"], info["api_version"], address)
+        status, body = docker_get(address, "/info")
+        if status == 200:
+            runtimes = json.loads(body).get("Runtimes")
+            if isinstance(runtimes, dict):
+                info["runtimes"] = sorted(runtimes)
+    except (OSError, ValueError, http.client.HTTPException):
+        pass
+    return [], info
+
