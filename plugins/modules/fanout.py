@@ -301,7 +301,7 @@ def do_spread(module, p, manifest):
         actions.append("served %d bytes to %s" % (result["served"], ", ".join(result.get("children_done", [])) or
                                                    "children that did not finish"))
     module.exit_json(changed=p["role"] == "pull", id=manifest["id"], total=manifest["total"],
-                     actions=actions, **{k: v for k, v in result.items() if k not in ("manifest", "name", "role")})
+                     actions=actions, **{k: v for k, v in result.items() if k != "manifest"})
 
 
 def main():
