@@ -72,3 +72,26 @@ def test_fanout_tasks_one_copy_per_storage_idempotent_and_a_damaged_copy_replace
     assert digest(str(tmp_path / "s3" / "models" / "Qwen3-8B")) == digest(str(src))
     aside = [p for p in os.listdir(tmp_path / "s3" / "models") if ".replaced-" in p]
     assert len(aside) == 1 and set(third.changed_hosts()) == {"n3"}
+
+
+def test_air_gapped_the_controller_seeds_the_first_storage_and_the_fleet_the_rest(tmp_path):
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    src = tmp_path / "controller" / "Qwen3-8B"
+    src.mkdir(parents=True)
+    (src / "config.json").write_text('{"architectures": ["Qwen3ForCausalLM"]}')
+    (src / "model.safetensors").write_bytes(os.urandom((4 << 20) * 2 + 5))
+    hosts = inventory(tmp_path, port)
+    extra = {"slime_fanout_source": "controller", "slime_fanout_controller_dir": str(tmp_path / "controller"),
+             "slime_fanout_controller_address": "127.0.0.1"}
+    run = run_playbook(PLAYBOOK, hosts, extravars=extra, timeout=300)
+    assert run.rc == 0, run.stdout[-3000:]
+    for storage in ("s1", "s2", "s3"):
+        assert digest(str(tmp_path / storage / "models" / "Qwen3-8B")) == digest(str(src))
+    spread = {r["result"]["name"]: r["result"] for r in run.results("Wait for the spread") if r.get("finished")}
+    assert list(spread["s1"]["sources"]) == ["controller"] and list(spread["s3"]["sources"]) == ["s2"]
+    served = [r["result"] for r in run.results("Wait for the controller") if r.get("finished")]
+    assert served and served[0]["children_done"] == ["s1"]
+    assert set(run.changed_hosts()) == {"n1", "n2", "n3"}
