@@ -73,7 +73,8 @@ def test_spread_pulls_from_a_seed_records_and_then_probes_as_held(tmp_path, run_
     result, failed = run_module(module, args)
     thread.join(20)
     assert not failed, result
-    assert result["changed"] and result["received"] == manifest["total"] and result["sources"] == {"s1": manifest["total"]}
+    assert result["changed"] and result["received"] == manifest["total"]
+    assert result["sources"] == {"s1": manifest["total"]}
     assert results["seed"]["children_done"] == ["s2"]
     assert open(os.path.join(dest, "model.safetensors"), "rb").read() == open(
         os.path.join(src, "model.safetensors"), "rb").read()

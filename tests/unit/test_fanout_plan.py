@@ -64,7 +64,8 @@ def test_roles():
 
 
 def test_storages_from_the_layout_one_entry_per_storage_by_its_leader():
-    info = {"nfs": {"name": "nfs", "leader": "a", "nodes": ["a", "b"]}, "c": {"name": "c", "leader": "c", "nodes": ["c"]}}
+    info = {"nfs": {"name": "nfs", "leader": "a", "nodes": ["a", "b"]},
+            "c": {"name": "c", "leader": "c", "nodes": ["c"]}}
     assert fp.storages_from_layout(info, {"a": "10.0.0.1", "b": "10.0.0.2", "c": "10.0.0.3"}) == [
         {"name": "nfs", "node": "a", "address": "10.0.0.1"}, {"name": "c", "node": "c", "address": "10.0.0.3"}]
 
