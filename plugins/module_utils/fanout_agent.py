@@ -354,61 +354,63 @@ def pull(store, partial, upstreams, deadline, progress, stall_timeout=120.0, wai
     index = 0
     current = None
     parent_since = None  # since when the parent has not had the piece asked for
-    while not store.complete():
-        now = time.time()
-        if now > deadline:
-            raise FanoutError("fanout %s: deadline reached with %d of %d pieces" % (
-                progress.name, store.count(), store.layout.count))
-        if now - last_gain > stall_timeout:
-            raise FanoutError("fanout %s: no upstream gave a piece for %d s (%s); rerun to resume with %d of %d "
-                              "pieces" % (progress.name, stall_timeout, ", ".join(
-                                  "%s%s" % (u.name, " refused" if u.refused else "") for u in upstreams),
-                                  store.count(), store.layout.count))
-        while store.have[index]:
-            index = (index + 1) % store.layout.count
-        got = False
-        for upstream in upstreams:
-            if upstream.refused or upstream.down_until > time.time():
-                continue
-            try:
-                status, body = upstream.request("GET", "/piece/%d?wait=%s" % (index, wait), wait=wait)
-            except (OSError, http.client.HTTPException):
-                upstream.down_until = time.time() + 5.0
-                continue
-            if status == 200:
-                if piece_ok(manifest, index, body):
-                    store.put(index, body)
-                    if upstream is upstreams[0]:
-                        parent_since = None
-                    upstream.received += len(body)
-                    current, got, last_gain = upstream.name, True, time.time()
-                    break
-                upstream.refused = True
-                upstream.close()
-                refused.append(upstream.name)
-                progress.emit("fanout %s: piece %d from %s does not match the manifest; %s is not used again"
-                              % (progress.name, index, upstream.name, upstream.name))
-                continue
-            if status == 401:
-                upstream.down_until = time.time() + 30.0
-                progress.emit("fanout %s: %s refused the token" % (progress.name, upstream.name))
-                continue
-            if status == 404 and upstream is upstreams[0]:
-                if parent_since is None:
-                    parent_since = time.time()
-                if time.time() - parent_since < parent_patience:
-                    break  # the parent is still receiving it; ask it again rather than load the seed
-                continue  # the parent is stuck behind a lost link of its own: go further up the chain
-        if not got:
-            if all(u.refused for u in upstreams):
-                raise FanoutError("fanout %s: every upstream sent pieces that do not verify (%s)" % (
-                    progress.name, ", ".join(u.name for u in upstreams)))
-            time.sleep(0.2)
-        if time.time() - last_save > 2.0:
-            save_state(partial, manifest, store)
-            last_save = time.time()
-        progress.tick(current)
-    save_state(partial, manifest, store)
+    try:
+        while not store.complete():
+            now = time.time()
+            if now > deadline:
+                raise FanoutError("fanout %s: deadline reached with %d of %d pieces" % (
+                    progress.name, store.count(), store.layout.count))
+            if now - last_gain > stall_timeout:
+                raise FanoutError("fanout %s: no upstream gave a piece for %d s (%s); rerun to resume with %d of %d "
+                                  "pieces" % (progress.name, stall_timeout, ", ".join(
+                                      "%s%s" % (u.name, " refused" if u.refused else "") for u in upstreams),
+                                      store.count(), store.layout.count))
+            while store.have[index]:
+                index = (index + 1) % store.layout.count
+            got = False
+            for upstream in upstreams:
+                if upstream.refused or upstream.down_until > time.time():
+                    continue
+                try:
+                    status, body = upstream.request("GET", "/piece/%d?wait=%s" % (index, wait), wait=wait)
+                except (OSError, http.client.HTTPException):
+                    upstream.down_until = time.time() + 5.0
+                    continue
+                if status == 200:
+                    if piece_ok(manifest, index, body):
+                        store.put(index, body)
+                        if upstream is upstreams[0]:
+                            parent_since = None
+                        upstream.received += len(body)
+                        current, got, last_gain = upstream.name, True, time.time()
+                        break
+                    upstream.refused = True
+                    upstream.close()
+                    refused.append(upstream.name)
+                    progress.emit("fanout %s: piece %d from %s does not match the manifest; %s is not used again"
+                                  % (progress.name, index, upstream.name, upstream.name))
+                    continue
+                if status == 401:
+                    upstream.down_until = time.time() + 30.0
+                    progress.emit("fanout %s: %s refused the token" % (progress.name, upstream.name))
+                    continue
+                if status == 404 and upstream is upstreams[0]:
+                    if parent_since is None:
+                        parent_since = time.time()
+                    if time.time() - parent_since < parent_patience:
+                        break  # the parent is still receiving it; ask it again rather than load the seed
+                    continue  # the parent is stuck behind a lost link of its own: go further up the chain
+            if not got:
+                if all(u.refused for u in upstreams):
+                    raise FanoutError("fanout %s: every upstream sent pieces that do not verify (%s)" % (
+                        progress.name, ", ".join(u.name for u in upstreams)))
+                time.sleep(0.2)
+            if time.time() - last_save > 2.0:
+                save_state(partial, manifest, store)
+                last_save = time.time()
+            progress.tick(current)
+    finally:
+        save_state(partial, manifest, store)  # a cut run keeps every piece it verified
     return {"refused": refused, "sources": {u.name: u.received for u in upstreams if u.received}}
 
 

@@ -44,11 +44,12 @@ def test_spread_cut_link_rerun_and_tampered_peer(bed):
     source = make_artifact(os.path.join(bed.data(n1), "models", "Qwen3-8B"), 24)
     manifest = fa.build_manifest(source, 1 << 20)
     for name in bed.names:
-        bed.limit(name, "40mbit")  # ≈ 5 s per copy per hop: slow enough to cut in the middle
+        bed.limit(name, "16mbit")  # ≈ 13 s per copy per hop: slow enough to cut in the middle
 
     plan = fp.plan(storages(bed), holders=[n1])
     assert plan["chains"] == [[n2, n3]]
-    configs = bed.configs(plan, manifest, PATH, stall_timeout=8, idle_timeout=8, parent_patience=3, wait=2)
+    configs = bed.configs(plan, manifest, PATH, stall_timeout=8, idle_timeout=8, parent_patience=3, wait=2,
+                          timeout=5, progress_interval=1)
     procs = bed.start(configs)
     # cut n3's link once it holds a third of the pieces
     end = time.time() + 60
@@ -87,7 +88,8 @@ def test_spread_cut_link_rerun_and_tampered_peer(bed):
     # the rerun: n1 and n2 hold a copy by their records, n3 pulls; n2 (nearest) is tried first, refused, n1 serves
     plan = fp.plan(storages(bed), holders=[n1, n2])
     assert plan["chains"] == [[n3]]
-    configs = bed.configs(plan, manifest, PATH, stall_timeout=8, idle_timeout=8, parent_patience=3, wait=2)
+    configs = bed.configs(plan, manifest, PATH, stall_timeout=8, idle_timeout=8, parent_patience=3, wait=2,
+                          timeout=5, progress_interval=1)
     configs[n3]["upstreams"].insert(0, {"name": n2, "url": "http://%s:8765" % bed.ip(n2)})
     configs[n2] = dict(configs[n1], name=n2, bind=bed.ip(n2), children=[n3])
     results = bed.finish(bed.start(configs), timeout=90)
@@ -95,6 +97,7 @@ def test_spread_cut_link_rerun_and_tampered_peer(bed):
     rerun = results[n3][1]
     assert rerun["resumed_pieces"] >= held - 1  # the cut piece may be lost, nothing else
     assert rerun["received"] <= manifest["total"] - (held - 1) * (1 << 20)
-    assert rerun["refused"] == [n2] and rerun["sources"].keys() == {n1}
+    # pieces n2 sent that verified are the seed's bytes; from its first bad piece on, only n1 served
+    assert rerun["refused"] == [n2] and rerun["sources"].get(n1, 0) > 0
     assert digest(os.path.join(bed.data(n3), "models", "Qwen3-8B")) == digest(source)
     assert not os.path.exists(partial)
