@@ -209,3 +209,22 @@ def test_a_puller_without_a_live_upstream_fails_naming_them_and_keeps_its_partia
     with pytest.raises(fa.FanoutError, match="no upstream gave a piece for 1 s .gone.; rerun to resume"):
         fa.run(cfg, emit=lambda line: None)
     assert os.path.isdir(dest + fa.PARTIAL_SUFFIX) and not os.path.exists(dest)
+
+
+def test_a_single_file_artifact_the_data_archive(tmp_path):
+    src = tmp_path / "seed" / "AIME_data.tgz"
+    src.parent.mkdir()
+    src.write_bytes(os.urandom(PIECE * 2 + 99))
+    manifest = fa.build_manifest(str(src), PIECE)
+    port = free_port()
+    dest = tmp_path / "n" / "AIME_data.tgz"
+    results, lines = {}, []
+    threads = [start(config("seed", manifest, "seed", tmp_path, src=str(src), port=port, children=["n"]), results,
+                     lines),
+               start(config("n", manifest, "pull", tmp_path, dest=str(dest),
+                            upstreams=[{"name": "seed", "url": "http://127.0.0.1:%d" % port}]), results, lines)]
+    for thread in threads:
+        thread.join(30)
+    assert isinstance(results["n"], dict), results["n"]
+    assert dest.read_bytes() == src.read_bytes()
+    assert not os.path.exists(str(dest) + fa.PARTIAL_SUFFIX)
