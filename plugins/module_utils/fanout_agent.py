@@ -10,7 +10,7 @@
 #   state.json there; a rerun re-checks those pieces and fetches only the rest. Complete, it moves the partial
 #   directory into place (an existing <dest> is moved aside first, never deleted) and tells its upstreams.
 # - A server stops when it is complete and all its children said they are done, after idle_timeout seconds
-#   without a request, or at the deadline.
+#   without a request (pullers send a heartbeat to every upstream they may fall back to), or at the deadline.
 #
 # Standard library only, Python 3.8+, so that it runs on a node as a module's helper and as a plain script:
 #   python3 fanout_agent.py manifest SRC [--piece-size N] > manifest.json
@@ -292,6 +292,37 @@ class Upstream:
             self.conn = None
 
 
+class Heartbeat:
+    """Keeps a puller's fallback upstreams from stopping on idle while it pulls from a nearer one: a GET /have to
+    every upstream not refused, every `interval` seconds, on connections of its own (short timeouts)."""
+
+    def __init__(self, upstreams, interval):
+        self.upstreams, self.interval = upstreams, interval
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self.stop.wait(self.interval):
+            for upstream in self.upstreams:
+                if upstream.refused or self.stop.is_set():
+                    continue
+                conn = http.client.HTTPConnection(upstream.host, upstream.port, timeout=3)
+                try:
+                    conn.request("GET", "/have", headers={"Authorization": "Bearer " + upstream.token})
+                    conn.getresponse().read()
+                except (OSError, http.client.HTTPException):
+                    pass
+                finally:
+                    conn.close()
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+
+
 def load_state(partial, manifest):
     try:
         with open(os.path.join(partial, STATE), encoding="utf-8") as handle:
@@ -438,7 +469,8 @@ def run(config, aside=default_aside, emit=None):
     """One node's part. config keys:
     name, manifest (dict), token, bind (address), port (0 = any; the chosen port is written to port_file),
     port_file, role ('seed' or 'pull'), src (seed: the complete artifact), dest (puller: the final path),
-    upstreams ([{name, url}]), children ([names]), progress_file, progress_interval (30), idle_timeout (120),
+    upstreams ([{name, url}]), children ([names]), progress_file, progress_interval (30), idle_timeout (120; a
+    puller's heartbeat, every `heartbeat` s (5), keeps its fallback upstreams from idling out),
     deadline (seconds, 86400), stall_timeout (120), serve (bool, default True).
     Returns a result dict."""
     manifest = config["manifest"]
@@ -472,10 +504,11 @@ def run(config, aside=default_aside, emit=None):
         if config["role"] == "pull":
             upstreams = [Upstream(u["name"], u["url"], config["token"], float(config.get("timeout", 30)))
                          for u in config["upstreams"]]
-            outcome = pull(store, partial, upstreams, deadline, progress,
-                           stall_timeout=float(config.get("stall_timeout", 120)),
-                           wait=float(config.get("wait", 5)),
-                           parent_patience=float(config.get("parent_patience", 15)))
+            with Heartbeat(upstreams, float(config.get("heartbeat", 5))):
+                outcome = pull(store, partial, upstreams, deadline, progress,
+                               stall_timeout=float(config.get("stall_timeout", 120)),
+                               wait=float(config.get("wait", 5)),
+                               parent_patience=float(config.get("parent_patience", 15)))
             result.update(outcome)
             progress.record(final=True)
             fsync_tree(root)

@@ -228,3 +228,30 @@ def test_a_single_file_artifact_the_data_archive(tmp_path):
     assert isinstance(results["n"], dict), results["n"]
     assert dest.read_bytes() == src.read_bytes()
     assert not os.path.exists(str(dest) + fa.PARTIAL_SUFFIX)
+
+
+def test_a_fallback_upstream_stays_up_while_the_puller_works_from_a_nearer_one(tmp_path, monkeypatch):
+    src = make_artifact(str(tmp_path / "seed"))
+    manifest = fa.build_manifest(src, PIECE)
+    real = fa.piece_ok
+
+    def slow(manifest_, index, data):  # a slow link: the pull takes ~2 s, the fallback's idle timeout is 1 s
+        import time
+        time.sleep(0.35)
+        return real(manifest_, index, data)
+
+    monkeypatch.setattr(fa, "piece_ok", slow)
+    near, far = free_port(), free_port()
+    results, lines = {}, []
+    threads = [
+        start(config("near", manifest, "seed", tmp_path, src=src, port=near, children=["c"]), results, lines),
+        start(config("far", manifest, "seed", tmp_path, src=src, port=far, children=["c"], idle_timeout=1), results,
+              lines),
+        start(config("c", manifest, "pull", tmp_path, dest=str(tmp_path / "c" / "m"), heartbeat=0.3,
+                     upstreams=[{"name": "near", "url": "http://127.0.0.1:%d" % near},
+                                {"name": "far", "url": "http://127.0.0.1:%d" % far}]), results, lines),
+    ]
+    for thread in threads:
+        thread.join(30)
+    assert results["c"]["sources"] == {"near": manifest["total"]}
+    assert not results["far"].get("idle_stop") and results["far"]["children_done"] == ["c"]
