@@ -1,7 +1,7 @@
 # Spreading one artifact (a directory or a file) node to node: a piece server and a verifying, resumable puller.
 #
-# - The seed describes the artifact in a manifest: its files (relative path, size, mode) and the SHA-256 of every
-#   fixed-size piece of their concatenation. The manifest's id is the SHA-256 of that description.
+# - The seed describes the artifact in a manifest (fanout_pieces.py): its files and the SHA-256 of every fixed-size
+#   piece of their concatenation.
 # - Every node serves, over HTTP bound to its fleet address with a bearer token, the pieces it holds and has
 #   verified (GET /piece/<i>?wait=<s> waits for a piece not there yet, so a node forwards while it receives).
 # - A puller fetches the pieces it lacks from its upstreams (parent first, then further up its chain, the seed
@@ -13,11 +13,10 @@
 #   without a request (pullers send a heartbeat to every upstream they may fall back to), or at the deadline.
 #
 # Standard library only, Python 3.8+, so that it runs on a node as a module's helper and as a plain script:
-#   python3 fanout_agent.py manifest SRC [--piece-size N] > manifest.json
+#   python3 fanout_agent.py manifest SRC [--piece-size N] > manifest.json    (fanout_pieces.py beside it)
 #   python3 fanout_agent.py run CONFIG.json
 from __future__ import annotations
 
-import hashlib
 import hmac
 import http.client
 import json
@@ -29,155 +28,14 @@ import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-PIECE_SIZE = 4 << 20
-PARTIAL_SUFFIX = ".fanout-partial"
-STATE = "state.json"
-MANIFEST_VERSION = 1
-
-
-class FanoutError(Exception):
-    pass
-
-
-# ---------------------------------------------------------------- manifest
-def _walk(src):
-    if os.path.isfile(src):
-        return [("", os.path.getsize(src), os.stat(src).st_mode & 0o777)]
-    entries = []
-    for root, dirs, files in os.walk(src):
-        dirs.sort()
-        for name in sorted(files):
-            path = os.path.join(root, name)
-            rel = os.path.relpath(path, src)
-            if os.path.islink(path):
-                raise FanoutError("fanout: %s is a symbolic link; spread a directory of plain files" % path)
-            entries.append((rel, os.path.getsize(path), os.stat(path).st_mode & 0o777))
-    return entries
-
-
-def describe(files, piece_size, pieces):
-    body = {"version": MANIFEST_VERSION, "piece_size": piece_size,
-            "files": [{"path": p, "size": s, "mode": m} for p, s, m in files], "pieces": pieces}
-    body["total"] = sum(f["size"] for f in body["files"])
-    text = json.dumps({k: body[k] for k in ("version", "piece_size", "files", "pieces")}, sort_keys=True)
-    body["id"] = hashlib.sha256(text.encode()).hexdigest()
-    return body
-
-
-def build_manifest(src, piece_size=PIECE_SIZE):
-    """The manifest of the file or directory `src` (reads it once)."""
-    if not os.path.exists(src):
-        raise FanoutError("fanout: the source %s does not exist" % src)
-    files = _walk(src)
-    layout = Layout(src, {"files": [{"path": p, "size": s} for p, s, _m in files], "piece_size": piece_size})
-    pieces = [hashlib.sha256(layout.read(i)).hexdigest() for i in range(layout.count)]
-    return describe(files, piece_size, pieces)
-
-
-class Layout:
-    """Maps piece i to byte ranges of the artifact's files under `root`."""
-
-    def __init__(self, root, manifest):
-        self.root = root
-        self.piece_size = int(manifest["piece_size"])
-        self.files = manifest["files"]
-        self.total = sum(int(f["size"]) for f in self.files)
-        self.count = (self.total + self.piece_size - 1) // self.piece_size
-        self.starts = []
-        offset = 0
-        for entry in self.files:
-            self.starts.append(offset)
-            offset += int(entry["size"])
-
-    def path(self, entry):
-        return os.path.join(self.root, entry["path"]) if entry["path"] else self.root
-
-    def length(self, index):
-        return min(self.piece_size, self.total - index * self.piece_size)
-
-    def spans(self, index):
-        """[(file entry, offset in file, length)] covering piece `index`."""
-        begin = index * self.piece_size
-        end = begin + self.length(index)
-        result = []
-        for entry, start in zip(self.files, self.starts):
-            stop = start + int(entry["size"])
-            if stop <= begin or start >= end:
-                continue
-            lo, hi = max(begin, start), min(end, stop)
-            result.append((entry, lo - start, hi - lo))
-        return result
-
-    def read(self, index):
-        parts = []
-        for entry, offset, length in self.spans(index):
-            with open(self.path(entry), "rb") as handle:
-                handle.seek(offset)
-                parts.append(handle.read(length))
-        return b"".join(parts)
-
-    def write(self, index, data):
-        position = 0
-        for entry, offset, length in self.spans(index):
-            with open(self.path(entry), "r+b") as handle:
-                handle.seek(offset)
-                handle.write(data[position:position + length])
-            position += length
-
-    def create(self):
-        """Files of the right sizes (sparse), directories included; existing files are kept."""
-        if self.files and self.files[0]["path"] == "":
-            parent = os.path.dirname(self.root)
-            os.makedirs(parent or ".", exist_ok=True)
-        for entry in self.files:
-            path = self.path(entry)
-            if entry["path"]:
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "ab") as handle:
-                if handle.tell() != int(entry["size"]):
-                    handle.truncate(int(entry["size"]))
-
-
-def piece_ok(manifest, index, data):
-    return hashlib.sha256(data).hexdigest() == manifest["pieces"][index]
-
-
-# ---------------------------------------------------------------- node state
-class Store:
-    """The pieces this node holds (verified), with a condition to wait on."""
-
-    def __init__(self, root, manifest, complete=False):
-        self.manifest = manifest
-        self.layout = Layout(root, manifest)
-        self.have = [complete] * self.layout.count
-        self.cond = threading.Condition()
-        self.children_done = set()
-        self.last_request = time.time()
-        self.served_bytes = 0
-        self.received_bytes = 0
-
-    def count(self):
-        return sum(self.have)
-
-    def complete(self):
-        return all(self.have)
-
-    def put(self, index, data):
-        self.layout.write(index, data)
-        with self.cond:
-            self.have[index] = True
-            self.received_bytes += len(data)
-            self.cond.notify_all()
-
-    def get(self, index, wait):
-        deadline = time.time() + wait
-        with self.cond:
-            while not self.have[index]:
-                left = deadline - time.time()
-                if left <= 0:
-                    return None
-                self.cond.wait(left)
-        return self.layout.read(index)
+try:  # as a collection module_utils (the fanout module) ...
+    from ansible_collections.mtslime.posttrain.plugins.module_utils.fanout_pieces import (  # noqa: F401
+        PARTIAL_SUFFIX, PIECE_SIZE, STATE, FanoutError, Layout, Store, build_manifest, describe, load_state,
+        piece_ok, save_state)
+except ImportError:  # ... or as a plain script next to fanout_pieces.py
+    from fanout_pieces import (  # noqa: F401
+        PARTIAL_SUFFIX, PIECE_SIZE, STATE, FanoutError, Layout, Store, build_manifest, describe, load_state,
+        piece_ok, save_state)
 
 
 def make_handler(store, token):
@@ -269,7 +127,6 @@ class Upstream:
         self.token = token
         self.timeout = timeout
         self.conn = None
-        self.refused = False  # sent a piece that did not verify: never used again
         self.down_until = 0.0
         self.received = 0
 
@@ -296,15 +153,15 @@ class Heartbeat:
     """Keeps a puller's fallback upstreams from stopping on idle while it pulls from a nearer one: a GET /have to
     every upstream not refused, every `interval` seconds, on connections of its own (short timeouts)."""
 
-    def __init__(self, upstreams, interval):
-        self.upstreams, self.interval = upstreams, interval
+    def __init__(self, upstreams, interval, refused=()):
+        self.upstreams, self.interval, self.refused = upstreams, interval, refused
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self):
         while not self.stop.wait(self.interval):
             for upstream in self.upstreams:
-                if upstream.refused or self.stop.is_set():
+                if upstream.name in self.refused or self.stop.is_set():
                     continue
                 conn = http.client.HTTPConnection(upstream.host, upstream.port, timeout=3)
                 try:
@@ -316,29 +173,10 @@ class Heartbeat:
                     conn.close()
 
     def __enter__(self):
-        self.thread.start()
-        return self
+        return self.thread.start() or self
 
     def __exit__(self, *exc):
         self.stop.set()
-
-
-def load_state(partial, manifest):
-    try:
-        with open(os.path.join(partial, STATE), encoding="utf-8") as handle:
-            state = json.load(handle)
-    except (OSError, ValueError):
-        return []
-    if state.get("manifest") != manifest["id"]:
-        return []
-    return [int(i) for i in state.get("have", [])]
-
-
-def save_state(partial, manifest, store):
-    path = os.path.join(partial, STATE)
-    with open(path + ".tmp", "w", encoding="utf-8") as handle:
-        json.dump({"manifest": manifest["id"], "have": [i for i, h in enumerate(store.have) if h]}, handle)
-    os.replace(path + ".tmp", path)
 
 
 class Progress:
@@ -375,74 +213,133 @@ class Progress:
             self.record(upstream)
 
 
-def pull(store, partial, upstreams, deadline, progress, stall_timeout=120.0, wait=5.0, parent_patience=15.0):
-    """Fetch every missing piece; returns {refused: [upstream names], sources: {name: bytes}}.
+class _PullState:
+    """What the streams of one puller share: claimed pieces, refused upstreams, the last gain, the first error."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.claimed = set()
+        self.refused = []
+        self.last_gain = time.time()
+        self.current = None
+        self.error = None
+        self.stop = threading.Event()
+
+    def claim(self, store):
+        with self.lock:
+            for index, held in enumerate(store.have):
+                if not held and index not in self.claimed:
+                    self.claimed.add(index)
+                    return index
+        return None
+
+    def release(self, index):
+        with self.lock:
+            self.claimed.discard(index)
+
+
+def _fetch(store, state, upstreams, index, wait, parent_patience, progress, parent_since):
+    """Try to get piece `index` from the upstreams, nearest first. Returns (got, parent_since)."""
+    manifest = store.manifest
+    for upstream in upstreams:
+        if upstream.name in state.refused or upstream.down_until > time.time():
+            continue
+        try:
+            status, body = upstream.request("GET", "/piece/%d?wait=%s" % (index, wait), wait=wait)
+        except (OSError, http.client.HTTPException):
+            upstream.down_until = time.time() + 5.0
+            continue
+        if status == 200:
+            if piece_ok(manifest, index, body):
+                store.put(index, body)
+                upstream.received += len(body)
+                with state.lock:
+                    state.current, state.last_gain = upstream.name, time.time()
+                return True, None if upstream is upstreams[0] else parent_since
+            upstream.close()
+            with state.lock:
+                if upstream.name not in state.refused:
+                    state.refused.append(upstream.name)
+                    progress.emit("fanout %s: piece %d from %s does not match the manifest; %s is not used again"
+                                  % (progress.name, index, upstream.name, upstream.name))
+            continue
+        if status == 401:
+            upstream.down_until = time.time() + 30.0
+            progress.emit("fanout %s: %s refused the token" % (progress.name, upstream.name))
+            continue
+        if status == 404 and upstream is upstreams[0]:
+            parent_since = parent_since or time.time()
+            if time.time() - parent_since < parent_patience:
+                return False, parent_since  # the parent is still receiving it: ask it again, not the seed
+            continue  # the parent is stuck behind a lost link of its own: go further up the chain
+    return False, parent_since
+
+
+def _stream(store, state, upstreams, wait, parent_patience, progress):
+    parent_since = None  # since when the parent has not had a piece asked for
+    while not state.stop.is_set() and not store.complete():
+        index = state.claim(store)
+        if index is None:  # every missing piece is being fetched by another stream
+            time.sleep(0.05)
+            continue
+        try:
+            got, parent_since = _fetch(store, state, upstreams, index, wait, parent_patience, progress,
+                                       parent_since)
+        finally:
+            state.release(index)
+        if not got:
+            time.sleep(0.2)
+    for upstream in upstreams:
+        upstream.close()
+
+
+def pull(store, partial, upstreams, deadline, progress, stall_timeout=120.0, wait=5.0, parent_patience=15.0,
+         streams=2, refused=None):
+    """Fetch every missing piece with `streams` parallel connections per upstream (so that a request's round trip
+    never leaves the link idle); returns {refused: [upstream names], sources: {name: bytes}}.
     Raises FanoutError when no upstream has given a piece for stall_timeout seconds, or at the deadline."""
     manifest = store.manifest
-    refused = []
-    last_gain = time.time()
+    state = _PullState()
+    if refused is not None:
+        state.refused = refused  # shared with the heartbeat, which then spares them
+    lanes = [upstreams] + [[Upstream(u.name, "http://%s:%d" % (u.host, u.port), u.token, u.timeout)
+                            for u in upstreams] for _ in range(max(1, streams) - 1)]
+    threads = [threading.Thread(target=_stream, args=(store, state, lane, wait, parent_patience, progress),
+                                daemon=True) for lane in lanes]
+    for thread in threads:
+        thread.start()
     last_save = time.time()
-    index = 0
-    current = None
-    parent_since = None  # since when the parent has not had the piece asked for
     try:
         while not store.complete():
             now = time.time()
             if now > deadline:
                 raise FanoutError("fanout %s: deadline reached with %d of %d pieces" % (
                     progress.name, store.count(), store.layout.count))
-            if now - last_gain > stall_timeout:
+            if now - state.last_gain > stall_timeout:
                 raise FanoutError("fanout %s: no upstream gave a piece for %d s (%s); rerun to resume with %d of %d "
                                   "pieces" % (progress.name, stall_timeout, ", ".join(
-                                      "%s%s" % (u.name, " refused" if u.refused else "") for u in upstreams),
-                                      store.count(), store.layout.count))
-            while store.have[index]:
-                index = (index + 1) % store.layout.count
-            got = False
-            for upstream in upstreams:
-                if upstream.refused or upstream.down_until > time.time():
-                    continue
-                try:
-                    status, body = upstream.request("GET", "/piece/%d?wait=%s" % (index, wait), wait=wait)
-                except (OSError, http.client.HTTPException):
-                    upstream.down_until = time.time() + 5.0
-                    continue
-                if status == 200:
-                    if piece_ok(manifest, index, body):
-                        store.put(index, body)
-                        if upstream is upstreams[0]:
-                            parent_since = None
-                        upstream.received += len(body)
-                        current, got, last_gain = upstream.name, True, time.time()
-                        break
-                    upstream.refused = True
-                    upstream.close()
-                    refused.append(upstream.name)
-                    progress.emit("fanout %s: piece %d from %s does not match the manifest; %s is not used again"
-                                  % (progress.name, index, upstream.name, upstream.name))
-                    continue
-                if status == 401:
-                    upstream.down_until = time.time() + 30.0
-                    progress.emit("fanout %s: %s refused the token" % (progress.name, upstream.name))
-                    continue
-                if status == 404 and upstream is upstreams[0]:
-                    if parent_since is None:
-                        parent_since = time.time()
-                    if time.time() - parent_since < parent_patience:
-                        break  # the parent is still receiving it; ask it again rather than load the seed
-                    continue  # the parent is stuck behind a lost link of its own: go further up the chain
-            if not got:
-                if all(u.refused for u in upstreams):
-                    raise FanoutError("fanout %s: every upstream sent pieces that do not verify (%s)" % (
-                        progress.name, ", ".join(u.name for u in upstreams)))
-                time.sleep(0.2)
+                                      "%s%s" % (u.name, " refused" if u.name in state.refused else "")
+                                      for u in upstreams), store.count(), store.layout.count))
+            if len(state.refused) == len({u.name for u in upstreams}):
+                raise FanoutError("fanout %s: every upstream sent pieces that do not verify (%s)" % (
+                    progress.name, ", ".join(u.name for u in upstreams)))
+            with store.cond:
+                store.cond.wait(0.5)
             if time.time() - last_save > 2.0:
                 save_state(partial, manifest, store)
                 last_save = time.time()
-            progress.tick(current)
+            progress.tick(state.current)
     finally:
+        state.stop.set()
+        for thread in threads:
+            thread.join(float(wait) + 10)
         save_state(partial, manifest, store)  # a cut run keeps every piece it verified
-    return {"refused": refused, "sources": {u.name: u.received for u in upstreams if u.received}}
+    received = {}
+    for lane in lanes:
+        for upstream in lane:
+            if upstream.received:
+                received[upstream.name] = received.get(upstream.name, 0) + upstream.received
+    return {"refused": list(state.refused), "sources": received}
 
 
 def fsync_tree(root):
@@ -456,22 +353,23 @@ def fsync_tree(root):
 
 
 def default_aside(path, reason):
-    target = "%s.%s-%s" % (path, reason, time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()))
-    number = 1
+    """<path>.<reason>-<UTC time> (module_utils/aside.py's naming; the module passes aside.move_aside itself)."""
+    target = base = "%s.%s-%s" % (path, reason, time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()))
+    number = 0
     while os.path.lexists(target):
-        target = "%s.%s-%s.%d" % (path, reason, time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()), number)
         number += 1
+        target = "%s.%d" % (base, number)
     os.rename(path, target)
     return target
 
 
 def run(config, aside=default_aside, emit=None):
     """One node's part. config keys:
-    name, manifest (dict), token, bind (address), port (0 = any; the chosen port is written to port_file),
-    port_file, role ('seed' or 'pull'), src (seed: the complete artifact), dest (puller: the final path),
-    upstreams ([{name, url}]), children ([names]), progress_file, progress_interval (30), idle_timeout (120; a
-    puller's heartbeat, every `heartbeat` s (5), keeps its fallback upstreams from idling out),
-    deadline (seconds, 86400), stall_timeout (120), serve (bool, default True).
+    name, manifest (dict), token, bind (address), port (0 = any; the result says which), role ('seed' or
+    'pull'), src (seed: the complete artifact), dest (puller: the final path), upstreams ([{name, url}]),
+    children ([names]), progress_file, progress_interval (30), idle_timeout (120; a puller's heartbeat, every
+    `heartbeat` s (5), keeps its fallback upstreams from idling out), deadline (86400 s), stall_timeout (120 s),
+    timeout (30 s per request), wait (5 s long poll), parent_patience (15 s), streams (2), serve (default true).
     Returns a result dict."""
     manifest = config["manifest"]
     name = config["name"]
@@ -496,19 +394,18 @@ def run(config, aside=default_aside, emit=None):
     server = None
     if config.get("serve", True) and (config.get("children") or config["role"] == "seed"):
         server = serve(store, config["bind"], int(config.get("port", 0)), config["token"])
-        if config.get("port_file"):
-            with open(config["port_file"], "w", encoding="utf-8") as handle:
-                handle.write(str(server.server_address[1]))
         result["port"] = server.server_address[1]
     try:
         if config["role"] == "pull":
             upstreams = [Upstream(u["name"], u["url"], config["token"], float(config.get("timeout", 30)))
                          for u in config["upstreams"]]
-            with Heartbeat(upstreams, float(config.get("heartbeat", 5))):
+            refused = []
+            with Heartbeat(upstreams, float(config.get("heartbeat", 5)), refused):
                 outcome = pull(store, partial, upstreams, deadline, progress,
                                stall_timeout=float(config.get("stall_timeout", 120)),
                                wait=float(config.get("wait", 5)),
-                               parent_patience=float(config.get("parent_patience", 15)))
+                               parent_patience=float(config.get("parent_patience", 15)),
+                               streams=int(config.get("streams", 2)), refused=refused)
             result.update(outcome)
             progress.record(final=True)
             fsync_tree(root)
@@ -519,7 +416,7 @@ def run(config, aside=default_aside, emit=None):
             os.remove(os.path.join(partial, STATE))
             os.rmdir(partial)
             for upstream in upstreams:
-                if not upstream.refused:
+                if upstream.name not in result["refused"]:
                     try:
                         upstream.request("POST", "/done?node=" + urllib.parse.quote(name))
                     except (OSError, http.client.HTTPException):

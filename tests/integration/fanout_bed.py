@@ -1,7 +1,8 @@
 """Node containers on a private network for the fan-out test and benchmark (bench/fanout.py).
 
 Each node is a container of the node-base test image (Debian's python3 and iproute2) with its own host directory
-as /data (nothing shared), NET_ADMIN for `tc`, and the collection's fanout_agent.py mounted read-only. Agents run
+as /data (nothing shared), NET_ADMIN for `tc`, and the collection's fanout_agent.py and fanout_pieces.py mounted
+read-only. Agents run
 with `docker exec`; their configuration comes from module_utils/fanout_plan.py, as the play's does."""
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 AGENT = os.path.join(REPO, "plugins", "module_utils", "fanout_agent.py")
+PIECES = os.path.join(REPO, "plugins", "module_utils", "fanout_pieces.py")
 IMAGE = "mtslime-test/node-base:current"
 PORT = 8765
 
@@ -43,7 +45,8 @@ class Bed:
             os.makedirs(self.data(name), exist_ok=True)
             sh("docker", "run", "-d", "--name", name, "--network", self.prefix, "--ip", self.ip(name),
                "--cap-add", "NET_ADMIN", "-v", "%s:/data" % self.data(name),
-               "-v", "%s:/opt/fanout/fanout_agent.py:ro" % AGENT, "--label", "org.mtslime.test=" + self.prefix,
+               "-v", "%s:/opt/fanout/fanout_agent.py:ro" % AGENT, "-v", "%s:/opt/fanout/fanout_pieces.py:ro" % PIECES,
+               "--label", "org.mtslime.test=" + self.prefix,
                IMAGE, "sleep", "infinity")
         return self
 
