@@ -309,18 +309,18 @@ NODE = [
 FANOUT = [
     Var("slime_fanout_artifacts", List(Choice("data", "model", "convert")), "Artifacts fetched or produced once "
         "(on the seed) and spread storage to storage (docs/fleet.md); [] = every storage fetches its own.",
-        scope="fleet", has_default=True, default=[]),
+        has_default=True, default=[]),
     Var("slime_fanout_source", Choice("node", "controller"), "node: the seed node's role fetches the artifact; "
-        "controller: slime_fanout_controller_dir holds it (air-gapped fleets).", scope="fleet", default="node"),
+        "controller: slime_fanout_controller_dir holds it (air-gapped fleets).", default="node"),
     Var("slime_fanout_seed", Name(empty_ok=True), "The node that fetches and seeds (default: the first storage's "
-        "first node).", scope="fleet", has_default=True, default=""),
+        "first node).", has_default=True, default=""),
     Var("slime_fanout_controller_dir", ControllerPath(empty_ok=True), "Controller directory holding the artifacts "
-        "by their base names (slime_fanout_source: controller).", scope="fleet", has_default=True, default=""),
+        "by their base names (slime_fanout_source: controller).", has_default=True, default=""),
     Var("slime_fanout_controller_address", Ip(empty_ok=True), "The controller's address on the fleet network; "
-        "its seed server binds there.", scope="fleet", has_default=True, default=""),
+        "its seed server binds there.", has_default=True, default=""),
     Var("slime_fanout_port", Port(), "TCP port of the fan-out servers (bound to each node's fleet address).",
-        scope="fleet", default=8765),
-    Var("slime_fanout_timeout", Int(1), "Longest a spread may take (s).", scope="fleet", default=86400),
+        default=8765),
+    Var("slime_fanout_timeout", Int(1), "Longest a spread may take (s).", default=86400),
 ]
 
 VARS = PATHS + ACCELERATOR + CONTAINER + DATA + MODEL + CONVERT + RAY + TRAIN + NODE + FANOUT
