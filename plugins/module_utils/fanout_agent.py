@@ -242,12 +242,21 @@ def _fetch(store, state, upstreams, index, wait, parent_patience, progress, pare
     """Try to get piece `index` from the upstreams, nearest first. Returns (got, parent_since)."""
     manifest = store.manifest
     for upstream in upstreams:
-        if upstream.name in state.refused or upstream.down_until > time.time():
+        parent = upstream is upstreams[0]
+        if upstream.name in state.refused:
+            continue
+        if upstream.down_until > time.time():
+            if parent and parent_since and time.time() - parent_since < parent_patience:
+                return False, parent_since  # a parent starting up or briefly away: wait for it a while
             continue
         try:
             status, body = upstream.request("GET", "/piece/%d?wait=%s" % (index, wait), wait=wait)
         except (OSError, http.client.HTTPException):
-            upstream.down_until = time.time() + 5.0
+            upstream.down_until = time.time() + (1.0 if parent else 5.0)
+            if parent:
+                parent_since = parent_since or time.time()
+                if time.time() - parent_since < parent_patience:
+                    return False, parent_since
             continue
         if status == 200:
             if piece_ok(manifest, index, body):
@@ -255,7 +264,7 @@ def _fetch(store, state, upstreams, index, wait, parent_patience, progress, pare
                 upstream.received += len(body)
                 with state.lock:
                     state.current, state.last_gain = upstream.name, time.time()
-                return True, None if upstream is upstreams[0] else parent_since
+                return True, None if parent else parent_since
             upstream.close()
             with state.lock:
                 if upstream.name not in state.refused:
@@ -267,7 +276,7 @@ def _fetch(store, state, upstreams, index, wait, parent_patience, progress, pare
             upstream.down_until = time.time() + 30.0
             progress.emit("fanout %s: %s refused the token" % (progress.name, upstream.name))
             continue
-        if status == 404 and upstream is upstreams[0]:
+        if status == 404 and parent:
             parent_since = parent_since or time.time()
             if time.time() - parent_since < parent_patience:
                 return False, parent_since  # the parent is still receiving it: ask it again, not the seed

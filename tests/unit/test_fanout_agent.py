@@ -255,3 +255,24 @@ def test_a_fallback_upstream_stays_up_while_the_puller_works_from_a_nearer_one(t
         thread.join(30)
     assert results["c"]["sources"] == {"near": manifest["total"]}
     assert not results["far"].get("idle_stop") and results["far"]["children_done"] == ["c"]
+
+
+def test_a_parent_that_starts_late_is_waited_for_not_bypassed(tmp_path):
+    import time
+    src = make_artifact(str(tmp_path / "seed"))
+    manifest = fa.build_manifest(src, PIECE)
+    parent, seed = free_port(), free_port()
+    results, lines = {}, []
+    threads = [
+        start(config("seed", manifest, "seed", tmp_path, src=src, port=seed, children=["c"], idle_timeout=3),
+              results, lines),
+        start(config("c", manifest, "pull", tmp_path, dest=str(tmp_path / "c" / "m"), parent_patience=4,
+                     upstreams=[{"name": "parent", "url": "http://127.0.0.1:%d" % parent},
+                                {"name": "seed", "url": "http://127.0.0.1:%d" % seed}]), results, lines),
+    ]
+    time.sleep(1.5)  # the parent's server is not up yet: c must not take everything from the seed meanwhile
+    threads.append(start(config("parent", manifest, "seed", tmp_path, src=src, port=parent, children=["c"]),
+                         results, lines))
+    for thread in threads:
+        thread.join(30)
+    assert results["c"]["sources"] == {"parent": manifest["total"]}
