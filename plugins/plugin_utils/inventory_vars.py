@@ -309,11 +309,28 @@ NODE = [
         "nodes (an extra var).", scope="fleet"),
 ]
 
-VARS = PATHS + ACCELERATOR + CONTAINER + DATA + MODEL + CONVERT + RAY + TRAIN + NODE
+FANOUT = [
+    Var("slime_fanout_artifacts", List(Choice("data", "model", "convert")), "Artifacts fetched or produced once "
+        "(on the seed) and spread storage to storage (docs/fleet.md); [] = every storage fetches its own.",
+        has_default=True, default=[]),
+    Var("slime_fanout_source", Choice("node", "controller"), "node: the seed node's role fetches the artifact; "
+        "controller: slime_fanout_controller_dir holds it (air-gapped fleets).", default="node"),
+    Var("slime_fanout_seed", Name(empty_ok=True), "The node that fetches and seeds (default: the first storage's "
+        "first node).", has_default=True, default=""),
+    Var("slime_fanout_controller_dir", ControllerPath(empty_ok=True), "Controller directory holding the artifacts "
+        "by their base names (slime_fanout_source: controller).", has_default=True, default=""),
+    Var("slime_fanout_controller_address", Ip(empty_ok=True), "The controller's address on the fleet network; "
+        "its seed server binds there.", has_default=True, default=""),
+    Var("slime_fanout_port", Port(), "TCP port of the fan-out servers (bound to each node's fleet address).",
+        default=8765),
+    Var("slime_fanout_timeout", Int(1), "Longest a spread may take (s).", default=86400),
+]
+
+VARS = PATHS + ACCELERATOR + CONTAINER + DATA + MODEL + CONVERT + RAY + TRAIN + NODE + FANOUT
 BY_NAME = {var.name: var for var in VARS}
 TOPICS = (("Paths", PATHS), ("Accelerator", ACCELERATOR), ("Container", CONTAINER), ("Data", DATA),
           ("Model", MODEL), ("Conversion", CONVERT), ("Ray", RAY), ("Training job", TRAIN),
-          ("Node, cluster and controller", NODE))
+          ("Node, cluster and controller", NODE), ("Fan-out", FANOUT))
 # Variables the plays compute (facts.yml, preflight); never set in the inventory.
 COMPUTED = frozenset(("slime_cluster_info", "slime_storage_info", "slime_topology", "slime_storage_layout",
                       "slime_stage", "slime_run_id", "slime_node_accelerator", "slime_accelerator_profile",
