@@ -356,6 +356,7 @@ from ansible_collections.mtslime.posttrain.plugins.module_utils.ray_api import (
     normalize_url,
 )
 
+from ansible_collections.mtslime.posttrain.plugins.module_utils import log_follower
 from ansible_collections.mtslime.posttrain.plugins.module_utils.aside import move_aside
 
 try:
@@ -374,69 +375,16 @@ FOLLOWER_NAME = "mtslime-log-follower"
 # The guide's pipeline, with the values as positional parameters so nothing needs quoting.
 RAY_FOLLOWER_SH = '"$1" job logs "$2" -f 2>&1 | "$3" -u -E \'s/\\x1B\\[[0-9;?]*[ -/]*[@-~]//g\' > "$4"'
 
-FOLLOWER_SCRIPT = r"""#!/usr/bin/env python3
-# mtslime.posttrain log follower: copies a Ray job's log into a file, ANSI codes removed.
-# Written by mtslime.posttrain.ray_job when the `ray` CLI is not on PATH; it polls
-# GET <dashboard>/api/jobs/<id>/logs and appends what is new, and ends when the job ends.
-# Usage: follower.py <dashboard_url> <submission_id> <output file> [interval seconds]
-import json
-import re
-import sys
-import time
-import urllib.error
-import urllib.parse
-import urllib.request
-
-ANSI = re.compile(r"\x1B\[[0-9;?]*[ -/]*[@-~]")
-TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 
 
-def main():
-    url, sid, out = sys.argv[1].rstrip("/"), sys.argv[2], sys.argv[3]
-    interval = float(sys.argv[4]) if len(sys.argv) > 4 else 5.0
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    quoted = urllib.parse.quote(sid, safe="")
-
-    def get(path):
-        with opener.open(url + path, timeout=60) as response:
-            return json.loads(response.read().decode("utf-8", "replace"))
-
-    seen = 0
-    failures = 0
-    with open(out, "w", encoding="utf-8") as handle:
-        while True:
-            try:
-                status = (get("/api/jobs/%s" % quoted) or {}).get("status")
-                logs = (get("/api/jobs/%s/logs" % quoted) or {}).get("logs") or ""
-                failures = 0
-            except urllib.error.HTTPError as exc:
-                if exc.code == 404:
-                    handle.write("[%s: job %s is not known to %s]\n" % (sys.argv[0], sid, url))
-                    return 1
-                failures += 1
-            except Exception:
-                failures += 1
-            else:
-                if len(logs) < seen:
-                    seen = 0
-                chunk = logs[seen:]
-                if status not in TERMINAL:
-                    chunk = chunk[: chunk.rfind("\n") + 1]
-                if chunk:
-                    handle.write(ANSI.sub("", chunk))
-                    handle.flush()
-                    seen += len(chunk)
-                if status in TERMINAL:
-                    return 0
-            if failures >= 120:
-                handle.write("[%s: the dashboard %s did not answer %d times; giving up]\n" % (sys.argv[0], url, failures))
-                return 2
-            time.sleep(interval)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
-"""
+def follower_source():
+    """The text of module_utils/log_follower.py (from the module's zip when run by Ansible)."""
+    loader = getattr(log_follower, "__loader__", None)
+    source = loader.get_source(log_follower.__name__) if loader is not None else None
+    if not source:
+        with open(log_follower.__file__, encoding="utf-8") as handle:
+            source = handle.read()
+    return source
 
 
 # -- small helpers ---------------------------------------------------------------
@@ -798,8 +746,9 @@ class Follower:
             env["RAY_ADDRESS"] = self.url
             cmd = ["/bin/sh", "-c", RAY_FOLLOWER_SH, FOLLOWER_NAME, ray_bin, sid, sed_bin, target]
         else:
-            if read_text(self.script) != FOLLOWER_SCRIPT:
-                atomic_write(self.script, FOLLOWER_SCRIPT, mode=0o755)
+            source = follower_source()
+            if read_text(self.script) != source:
+                atomic_write(self.script, source, mode=0o755)
             cmd = [sys.executable or "python3", self.script, self.url, sid, target, str(self.interval)]
         with open(os.devnull, "rb") as devnull_in, open(os.devnull, "wb") as devnull_out:
             process = subprocess.Popen(
