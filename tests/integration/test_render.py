@@ -111,8 +111,16 @@ def guide():
 
 def test_render_writes_three_files_with_tight_modes(tmp_path, jobs_api):
     node = render(tmp_path, "-e", "ray_dashboard_port=%d" % jobs_api.server_port)
-    modes = {p.name: oct(p.stat().st_mode & 0o777) for p in node.iterdir()}
+    modes = {p.name: oct(p.stat().st_mode & 0o777) for p in node.iterdir() if p.is_file()}
     assert modes == {"hostfile": "0o640", "run-qwen3-8B.sh": "0o750", "runtime_env.yaml": "0o640"}
+    # the job plan the script runs, copied byte for byte from the collection's module_utils
+    plan_dir = node / ".mtslime"
+    utils = os.path.join(REPO, "plugins", "module_utils")
+    assert sorted(p.name for p in plan_dir.iterdir()) == sorted(
+        ["job_plan.py", "job_rules.py", "mcore.py", "mcore_resume.py", "dcp_metadata.py", "aside.py", "common.py"])
+    for copy in plan_dir.iterdir():
+        assert copy.read_text() == open(os.path.join(utils, copy.name)).read(), copy.name
+        assert oct(copy.stat().st_mode & 0o777) == "0o640"
     hostfile = (node / "hostfile").read_text().splitlines()
     assert len(hostfile) == 1 and hostfile[0].endswith(" slots=8")
     env = yaml.safe_load((node / "runtime_env.yaml").read_text())
