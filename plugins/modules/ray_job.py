@@ -12,8 +12,9 @@ description:
   - Manages the training job of one experiment through the Ray Jobs REST API of the dashboard
     (C(ray start --dashboard-port), 8772 in the guide). It needs no Ray on the controller.
   - "The jobs of the experiment are the jobs whose metadata C(mtslime_experiment) equals O(experiment),
-    whatever their submission id (the role's run script submits C(<experiment>_<timestamp>) with that metadata,
-    like the guide), and the jobs whose submission id is C(<experiment>-attempt-<N>), the ids this module submits."
+    whatever their submission id (a job submitted by hand with that metadata counts; the role's run script plans
+    with the same module_utils job_plan.py and submits C(<experiment>-attempt-<N>) too), and the jobs whose
+    submission id is C(<experiment>-attempt-<N>), the ids this module submits."
   - "O(state=running): when a job of the experiment is PENDING or RUNNING, nothing is submitted (several active
     jobs are all reported, with a warning). When the latest one SUCCEEDED, nothing is submitted (the experiment
     is finished). Otherwise (no job yet, or the latest FAILED or was STOPPED) attempt N+1 is submitted, N being the
@@ -222,7 +223,7 @@ submission_id:
   type: str
   sample: qwen3-8B-attempt-2
 attempt:
-  description: Its attempt number; null for a job submitted under another id (the run script's C(<experiment>_<timestamp>)).
+  description: Its attempt number; null for a job submitted under another id (by hand, with the experiment's metadata).
   returned: always
   type: int
 status:
