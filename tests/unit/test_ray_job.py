@@ -764,3 +764,24 @@ def test_manifest_records_what_the_commands_found(run_module, fake, tmp_path, fo
     assert doc["found"]["torch_musa"]["rc"] == 3
     again, _ = run_module(ray_job, args)
     assert not again["changed"]
+
+
+def test_the_argv_list_is_quoted_once_and_load_is_set_in_the_list(run_module, fake, tmp_path):
+    save = save_dir_with(tmp_path)
+    fake.add_job("qwen3-8B-attempt-1", "FAILED", OURS)
+    argv = ["--load", "/ckpt", "--metadata-key", "a'b $(c)", "--save", str(save)]
+    result, failed = run_module(ray_job, base_args(fake, tmp_path, argv=argv, files=None, manifest=None,
+                                                   log_file=None, resume={"save_dir": str(save)}))
+    assert not failed, result.get("msg")
+    assert result["argv"] == ["--load", str(save), "--metadata-key", "a'b $(c)", "--save", str(save)]
+    entry = fake.jobs["qwen3-8B-attempt-2"]["entrypoint"]
+    assert shlex.split(entry) == ["python3", "train.py"] + result["argv"] and entry == result["entrypoint"]
+
+
+def test_argv_and_entrypoint_together_or_a_broken_entrypoint_fail(run_module, fake, tmp_path):
+    args = base_args(fake, tmp_path)
+    args["entrypoint"] = ENTRY
+    result, failed = run_module(ray_job, args)
+    assert failed and "mutually exclusive: argv|entrypoint" in result["msg"]
+    result, failed = run_module(ray_job, base_args(fake, tmp_path, entrypoint="python3 train.py --x 'open"))
+    assert failed and "entrypoint: No closing quotation; give the arguments as a list in argv" in result["msg"]
