@@ -13,7 +13,7 @@ from ansible_collections.mtslime.posttrain.plugins.module_utils.common import at
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
-    _VALID_ARGS = frozenset(("dest", "files", "dir_mode"))
+    _VALID_ARGS = frozenset(("dest", "files", "dir_mode", "root"))
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
@@ -24,9 +24,16 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail(
                 "controller_files: dest must be an absolute directory on the controller, got %r" % dest
             )
+        root = self._task.args.get("root")
+        root = os.path.normpath(str(root)) if root else None
         diffs, actions, written = [], [], []
         for item in files:
-            path = os.path.join(dest, os.path.basename(item.get("name") or item["path"]))
+            name = os.path.basename(item.get("name") or item["path"])
+            if root and not item.get("name"):
+                relative = os.path.relpath(os.path.normpath(str(item["path"])), root)
+                if relative != os.curdir and not relative.startswith(os.pardir + os.sep) and relative != os.pardir:
+                    name = relative  # a file in a subdirectory of the run directory (.mtslime/) keeps it
+            path = os.path.join(dest, name)
             mode = int(str(item.get("mode", "0640")), 8)
             before = read_text(path)
             current_mode = os.stat(path).st_mode & 0o7777 if before is not None else None
@@ -38,7 +45,7 @@ class ActionModule(ActionBase):
             actions.append("%s %s" % ("would write" if self._task.check_mode else "wrote", path))
             written.append(path)
             if not self._task.check_mode:
-                os.makedirs(dest, mode=dir_mode, exist_ok=True)
+                os.makedirs(os.path.dirname(path), mode=dir_mode, exist_ok=True)
                 atomic_write(path, item["content"], mode=mode)
         result.update(changed=bool(written), files=written, actions=actions)
         if diffs and self._task.diff:

@@ -4,6 +4,7 @@
 # that is not an IP).
 from __future__ import annotations
 
+import os
 import re
 import shlex
 
@@ -132,6 +133,25 @@ def slime_collect(hostvars, nodes, name, default=None):
     return {node: hostvars[node].get(name, default) for node in nodes}
 
 
+MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
+
+
+def slime_module_utils_copies(names, directory, mode="0640"):
+    """[{path, content, mode}]: copies of the collection's module_utils files `names` under `directory`,
+    for the run directory's .mtslime/ (the run script runs the job plan from there)."""
+    copies = []
+    for name in names or []:
+        if not re.fullmatch(r"[a-z_][a-z0-9_]*\.py", str(name)):
+            raise AnsibleFilterError("slime_module_utils_copies: %r is not a module_utils file name" % (name,))
+        try:
+            with open(os.path.join(MODULE_UTILS, name), encoding="utf-8") as handle:
+                content = handle.read()
+        except OSError as exc:
+            raise AnsibleFilterError("slime_module_utils_copies: %s: %s" % (name, exc.strerror or exc)) from exc
+        copies.append({"path": "%s/%s" % (str(directory).rstrip("/"), name), "content": content, "mode": mode})
+    return copies
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -147,4 +167,5 @@ class FilterModule:
             "slime_hostfile_lines": slime_hostfile_lines,
             "slime_collect": slime_collect,
             "slime_writer": slime_writer,
+            "slime_module_utils_copies": slime_module_utils_copies,
         }

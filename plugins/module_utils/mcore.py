@@ -27,7 +27,10 @@ import os
 import re
 import zipfile
 
-from ansible_collections.mtslime.posttrain.plugins.module_utils import dcp_metadata
+try:
+    from ansible_collections.mtslime.posttrain.plugins.module_utils import dcp_metadata
+except ImportError:  # a standalone copy (the run directory's .mtslime/, see job_plan.py)
+    import dcp_metadata
 
 TRACKER = "latest_checkpointed_iteration.txt"
 RELEASE = "release"
@@ -499,13 +502,19 @@ def read_conversion_record(path):
 
 def resume_plan(save_dir):
     """The one resume rule for a training save dir (pure: reads metadata only). See mcore_resume.py."""
-    from ansible_collections.mtslime.posttrain.plugins.module_utils import mcore_resume
+    try:
+        from ansible_collections.mtslime.posttrain.plugins.module_utils import mcore_resume
+    except ImportError:  # a standalone copy
+        import mcore_resume
 
     return mcore_resume.resume_plan(save_dir)
 
 
 def apply_resume_plan(plan):
     """Carry out resume_plan's moves (aside.py) and tracker rewrite (atomic). See mcore_resume.py."""
-    from ansible_collections.mtslime.posttrain.plugins.module_utils import mcore_resume
+    try:
+        from ansible_collections.mtslime.posttrain.plugins.module_utils import mcore_resume
+    except ImportError:  # a standalone copy
+        import mcore_resume
 
     return mcore_resume.apply_resume_plan(plan)

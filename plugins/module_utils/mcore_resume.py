@@ -17,8 +17,13 @@ from __future__ import annotations
 
 import os
 
-from ansible_collections.mtslime.posttrain.plugins.module_utils import aside, mcore
-from ansible_collections.mtslime.posttrain.plugins.module_utils.common import atomic_write
+try:
+    from ansible_collections.mtslime.posttrain.plugins.module_utils import aside, mcore
+    from ansible_collections.mtslime.posttrain.plugins.module_utils.common import atomic_write
+except ImportError:  # a standalone copy (the run directory's .mtslime/, see job_plan.py)
+    import aside
+    import mcore
+    from common import atomic_write
 
 
 class ResumeError(RuntimeError):

@@ -23,8 +23,12 @@ options:
     type: list
     elements: dict
     required: true
+  root:
+    description: A file whose C(path) is under O(root) keeps its path relative to it (for example C(.mtslime/job_plan.py))
+      instead of its base name.
+    type: path
   dir_mode:
-    description: Mode of O(dest) when it is created.
+    description: Mode of O(dest) (and of a subdirectory) when it is created.
     type: str
     default: "0750"
 attributes:

@@ -111,8 +111,16 @@ def guide():
 
 def test_render_writes_three_files_with_tight_modes(tmp_path, jobs_api):
     node = render(tmp_path, "-e", "ray_dashboard_port=%d" % jobs_api.server_port)
-    modes = {p.name: oct(p.stat().st_mode & 0o777) for p in node.iterdir()}
+    modes = {p.name: oct(p.stat().st_mode & 0o777) for p in node.iterdir() if p.is_file()}
     assert modes == {"hostfile": "0o640", "run-qwen3-8B.sh": "0o750", "runtime_env.yaml": "0o640"}
+    # the job plan the script runs, copied byte for byte from the collection's module_utils
+    plan_dir = node / ".mtslime"
+    utils = os.path.join(REPO, "plugins", "module_utils")
+    assert sorted(p.name for p in plan_dir.iterdir()) == sorted(
+        ["job_plan.py", "job_rules.py", "mcore.py", "mcore_resume.py", "dcp_metadata.py", "aside.py", "common.py"])
+    for copy in plan_dir.iterdir():
+        assert copy.read_text() == open(os.path.join(utils, copy.name)).read(), copy.name
+        assert oct(copy.stat().st_mode & 0o777) == "0o640"
     hostfile = (node / "hostfile").read_text().splitlines()
     assert len(hostfile) == 1 and hostfile[0].endswith(" slots=8")
     env = yaml.safe_load((node / "runtime_env.yaml").read_text())
@@ -215,3 +223,29 @@ def test_cuda_nodes_get_the_cuda_profile(tmp_path, jobs_api):
     node = render(tmp_path, "-e", "ray_dashboard_port=%d" % jobs_api.server_port, "-e", "slime_accelerator=cuda")
     env = yaml.safe_load((node / "runtime_env.yaml").read_text())["env_vars"]
     assert env["SLIME_ACCELERATOR"] == "cuda" and "MUSA_PATCH_PATH" not in env
+
+
+def test_script_run_by_hand_resumes_by_the_modules_rule(tmp_path, jobs_api):
+    """The rendered script decides resume with the module's job_plan.py (.mtslime/): iteration 5 has a
+    metadata.json (the old script's whole test) but no .metadata, so it is torn and moved aside, and the job loads
+    the newest complete iteration, 2, from the save dir; the tracker names it."""
+    sys.path.insert(0, os.path.join(REPO, "tests", "unit"))
+    import ckpt_layouts
+
+    save = tmp_path / "save"
+    ckpt_layouts.ckpt_dir(save / "iter_0000002")
+    ckpt_layouts.data_state(save, 2)
+    ckpt_layouts.ckpt_dir(save / "iter_0000005", dcp_metadata=False)
+    (save / "latest_checkpointed_iteration.txt").write_text("5")
+    node = render(tmp_path, "-e", "ray_dashboard_port=%d" % jobs_api.server_port, "-e", json.dumps(
+        {"slime_save_dir": str(save), "container_extra_volumes": ["%s:%s" % (tmp_path, tmp_path)]}))
+    argv, proc = submitted_args(node, tmp_path)
+    train = argv[argv.index("--") + 1:]
+    assert train[train.index("--load") + 1] == str(save), proc.stderr
+    assert train[train.index("--save") + 1] == str(save)
+    options = argv[:argv.index("--")]
+    assert options[options.index("--submission-id") + 1] == "qwen3-8B-attempt-1"
+    assert (save / "latest_checkpointed_iteration.txt").read_text() == "2"
+    assert not (save / "iter_0000005").exists()
+    assert [p.name for p in save.iterdir() if p.name.startswith("iter_0000005.incomplete-")], list(save.iterdir())
+    assert "attempt 1: qwen3-8B-attempt-1 resuming from iteration 2 of %s" % save in proc.stderr

@@ -20,7 +20,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BIN = os.path.dirname(sys.executable)
 STAMP = "20260101-000000"
 # The commands the run script may run (nvidia-smi topo for NVLink, the hostfile's first column, the log
-# directory and link, the active-job check, the submission and the log follower).
+# directory and link, the job plan, the submission and the log follower).
 ALLOWED = {"nvidia-smi", "grep", "wc", "dirname", "head", "awk", "mkdir", "date", "basename", "ln", "python3", "ray",
            "sed", "cat"}
 MARK = "PWNED"
@@ -60,7 +60,12 @@ RECORDER = textwrap.dedent("""\
         sys.stdout.write(sys.stdin.read().split(" ")[0] + "\\n")
     elif name == "mkdir":  # the log directory, under the test's own directory
         os.makedirs(args[-1], exist_ok=True)
-    elif name in ("sed", "cat", "grep", "python3"):
+    elif name == "python3" and args[:2] == [".mtslime/job_plan.py", "next"]:
+        # the job plan: its answer, the submission id and the argv given, NUL-separated
+        experiment = args[args.index("--experiment") + 1]
+        tokens = [experiment + "-attempt-1"] + args[args.index("--") + 1:]
+        sys.stdout.write("".join(token + "\\0" for token in tokens))
+    elif name in ("sed", "cat", "grep"):
         sys.stdin.read()
     """) % (sys.executable, STAMP)
 
@@ -116,7 +121,7 @@ def run(node, tmp_path):
 
 
 def test_the_files_are_rendered_and_the_script_parses(rendered):
-    assert sorted(p.name for p in rendered.iterdir()) == sorted(["hostfile", "runtime_env.yaml",
+    assert sorted(p.name for p in rendered.iterdir()) == sorted([".mtslime", "hostfile", "runtime_env.yaml",
                                                                   script_path(rendered).name])
     proc = subprocess.run(["bash", "-n", str(script_path(rendered))], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
@@ -146,9 +151,14 @@ def test_only_the_intended_commands_run_with_the_intended_arguments(rendered, ho
     assert not list(work.glob(MARK + "*")) and not list(tmp_path.glob(MARK + "*")), "a payload ran"
     experiment, model, logs = hostile["slime_experiment"], hostile["slime_model_name"], hostile["slime_log_dir"]
     assert ["mkdir", "-p", logs] in calls
-    job_id = "%s_%s" % (experiment, STAMP)
+    job_id = "%s-attempt-1" % experiment
     assert ["ln", "-sfn", "%s.%s.log" % (model, job_id), "%s/%s.log" % (logs, model)] in calls
-    assert ["python3", "-", "http://127.0.0.1:8772", experiment] in calls
+    plans = [call for call in calls if call[:3] == ["python3", ".mtslime/job_plan.py", "next"]]
+    assert len(plans) == 1, calls
+    plan = plans[0]
+    assert plan[3:7] == ["--dashboard", "http://127.0.0.1:8772", "--experiment", experiment]
+    assert plan[plan.index("--save-dir") + 1] == hostile["slime_save_dir"]
+    assert plan[plan.index("--record-dir") + 1] == logs
     submits = [call for call in calls if call[:3] == ["ray", "job", "submit"]]
     assert len(submits) == 1, calls
     argv = submits[0][3:]

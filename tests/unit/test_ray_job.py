@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shlex
 import signal
 import stat
 import time
@@ -15,6 +16,7 @@ import zipfile
 import ckpt_layouts
 import pytest
 
+from ansible_collections.mtslime.posttrain.plugins.module_utils import job_logs
 from ansible_collections.mtslime.posttrain.plugins.modules import ray_job
 
 EXP = "qwen3-8B"
@@ -23,6 +25,7 @@ ENTRY = (
     "--hf-checkpoint /data/models/Qwen3-8B --ref-load /data/LLMs/MCORE/Qwen3-8B_slime "
     "--load /data/LLMs/MCORE/Qwen3-8B_slime --save /tmp/Qwen3-8B_slime/ --save-interval 200"
 )
+ARGV = shlex.split(ENTRY)[2:]  # what the role passes: the list after the default prefix python3 train.py
 OURS = {"mtslime_experiment": EXP}
 
 
@@ -67,7 +70,7 @@ def base_args(fake, tmp_path, **extra):
     args = {
         "dashboard_url": fake.url,
         "experiment": EXP,
-        "entrypoint": ENTRY,
+        "argv": ARGV,
         "runtime_env": {"env_vars": {"MUSA_PATCH_PATH": "/home/megatron-lm-musa-patch"}},
         "files": [
             {"path": str(run_dir / "run-qwen3-8B.sh"), "content": "#!/bin/bash\necho run\n", "mode": "0755"},
@@ -80,6 +83,8 @@ def base_args(fake, tmp_path, **extra):
         "stop_timeout": 5,
         "request_timeout": 5,
     }
+    if "entrypoint" in extra:  # the older form, a string
+        del args["argv"]
     args.update(extra)
     return args
 
@@ -525,7 +530,7 @@ def test_follower_copies_the_log_and_is_restarted_when_dead(run_module, fake, tm
     assert not kept["changed"] and kept["follower"]["what"] == "kept" and kept["follower_pid"] == first["follower_pid"]
 
     os.killpg(first["follower_pid"], signal.SIGKILL)
-    assert wait_for(lambda: not ray_job.Follower.alive(first["follower_pid"], "qwen3-8B-attempt-1"))
+    assert wait_for(lambda: not job_logs.alive(first["follower_pid"], "qwen3-8B-attempt-1"))
     restarted, _ = run_module(ray_job, args)
     assert restarted["changed"] and restarted["follower"]["what"] == "restarted"
     assert restarted["follower_pid"] != first["follower_pid"]
@@ -533,7 +538,7 @@ def test_follower_copies_the_log_and_is_restarted_when_dead(run_module, fake, tm
 
     fake.logs["qwen3-8B-attempt-1"] += "the end\n"
     fake.set_status("qwen3-8B-attempt-1", "SUCCEEDED")
-    assert wait_for(lambda: not ray_job.Follower.alive(restarted["follower_pid"], "qwen3-8B-attempt-1"))
+    assert wait_for(lambda: not job_logs.alive(restarted["follower_pid"], "qwen3-8B-attempt-1"))
     assert attempt_log.read_text().endswith("the end\n")
     done, _ = run_module(ray_job, args)
     assert not done["changed"] and done["status"] == "SUCCEEDED"
@@ -587,9 +592,9 @@ def test_ray_follower_command_is_the_guides_pipeline(monkeypatch, tmp_path):
         def get_bin_path(self, name):
             return {"ray": "/usr/local/bin/ray", "sed": "/bin/sed"}.get(name)
 
-    monkeypatch.setattr(ray_job.subprocess, "Popen", FakePopen)
-    follower = ray_job.Follower(
-        FakeModule(), str(tmp_path / "logs" / "qwen3-8B.log"), "http://10.0.0.1:8772", "auto", 5
+    monkeypatch.setattr(job_logs.subprocess, "Popen", FakePopen)
+    follower = job_logs.Follower(
+        FakeModule().get_bin_path, str(tmp_path / "logs" / "qwen3-8B.log"), "http://10.0.0.1:8772", "auto", 5
     )
     (tmp_path / "logs").mkdir()
     assert follower.kind()[0] == "ray"
@@ -607,19 +612,6 @@ def test_ray_follower_command_is_the_guides_pipeline(monkeypatch, tmp_path):
 
 
 # -- helpers ---------------------------------------------------------------------------------------
-@pytest.mark.parametrize(
-    "entry, expected",
-    [
-        ("python3 train.py --load /a --save /b", "python3 train.py --load /s --save /b"),
-        ("python3 train.py --load=/a", "python3 train.py --load=/s"),
-        ("python3 train.py --ref-load /a", "python3 train.py --ref-load /a --load /s"),
-        ("python3 train.py --load-optim x --load '/a b'", "python3 train.py --load-optim x --load /s"),
-    ],
-)
-def test_set_flag(entry, expected):
-    assert ray_job.set_flag(entry, "--load", "/s") == expected
-
-
 def test_bad_parameters_are_all_named(run_module, fake):
     result, failed = run_module(
         ray_job, {"dashboard_url": "ray://x:1", "experiment": "bad name/", "stop_timeout": 0, "manifest": {"a": 1}}
@@ -772,3 +764,24 @@ def test_manifest_records_what_the_commands_found(run_module, fake, tmp_path, fo
     assert doc["found"]["torch_musa"]["rc"] == 3
     again, _ = run_module(ray_job, args)
     assert not again["changed"]
+
+
+def test_the_argv_list_is_quoted_once_and_load_is_set_in_the_list(run_module, fake, tmp_path):
+    save = save_dir_with(tmp_path)
+    fake.add_job("qwen3-8B-attempt-1", "FAILED", OURS)
+    argv = ["--load", "/ckpt", "--metadata-key", "a'b $(c)", "--save", str(save)]
+    result, failed = run_module(ray_job, base_args(fake, tmp_path, argv=argv, files=None, manifest=None,
+                                                   log_file=None, resume={"save_dir": str(save)}))
+    assert not failed, result.get("msg")
+    assert result["argv"] == ["--load", str(save), "--metadata-key", "a'b $(c)", "--save", str(save)]
+    entry = fake.jobs["qwen3-8B-attempt-2"]["entrypoint"]
+    assert shlex.split(entry) == ["python3", "train.py"] + result["argv"] and entry == result["entrypoint"]
+
+
+def test_argv_and_entrypoint_together_or_a_broken_entrypoint_fail(run_module, fake, tmp_path):
+    args = base_args(fake, tmp_path)
+    args["entrypoint"] = ENTRY
+    result, failed = run_module(ray_job, args)
+    assert failed and "mutually exclusive: argv|entrypoint" in result["msg"]
+    result, failed = run_module(ray_job, base_args(fake, tmp_path, entrypoint="python3 train.py --x 'open"))
+    assert failed and "entrypoint: No closing quotation; give the arguments as a list in argv" in result["msg"]
