@@ -4,13 +4,15 @@ preflight's port check runs under the ray_head tag); the rerun after the port is
 a rerun under a running job leaves Ray alone (mtslime.posttrain.ray_start keeps it)."""
 from __future__ import annotations
 
+import subprocess
 import time
 import urllib.request
 
-from default_bed import active, in_container, ours, site, wait
+from default_bed import CONTAINER, active, in_container, ours, site, wait
 
 TAGS = "--tags ray_head,train_job"
 PORT = 8772
+PIDFILE = "/tmp/mtslime-check35-holder.pid"
 
 
 def serves_a_directory():
@@ -19,15 +21,21 @@ def serves_a_directory():
 
 
 def ray_running():
-    return in_container("pgrep -f 'gcs_server|raylet'").returncode == 0
+    # (the brackets keep pgrep from matching the shell that runs it)
+    return in_container("pgrep -f '[g]cs_server|[r]aylet'").returncode == 0
+
+
+def listening():
+    return in_container("grep -qi ':%04X 00000000:0000 0A' /proc/net/tcp" % PORT).returncode == 0
 
 
 def test_taken_dashboard_port_is_refused_at_once_then_the_rerun_converges():
     assert in_container("ray stop --force").returncode == 0
     # A program that is not Ray on the dashboard port, in the training container's network (--net host).
-    started = in_container(
-        "cd /tmp && setsid nohup python3 -m http.server %d --bind 127.0.0.1 >/dev/null 2>&1 & echo $!" % PORT)
-    pid = int(started.stdout.split()[-1])
+    # Detached; the shell writes its pid, then becomes the program (exec), so that pid is the program's.
+    subprocess.run(["docker", "exec", "-d", "-w", "/tmp", CONTAINER, "bash", "-c",
+                    "echo $$ > %s; exec python3 -m http.server %d --bind 127.0.0.1" % (PIDFILE, PORT)], check=True)
+    pid = wait(lambda: in_container("cat %s" % PIDFILE).stdout.strip(), timeout=30, what="the program's pid")
     try:
         wait(serves_a_directory, timeout=30, what="the program on the dashboard port")
         begin = time.time()
@@ -43,8 +51,8 @@ def test_taken_dashboard_port_is_refused_at_once_then_the_rerun_converges():
         assert not ray_running(), "Ray was not started beside the program"
         assert serves_a_directory(), "the program that holds the port was left alone"
     finally:
-        in_container("kill %d" % pid)
-    wait(lambda: in_container("kill -0 %d" % pid).returncode != 0, timeout=30, what="the program to end")
+        in_container("kill %s; rm -f %s" % (pid, PIDFILE))
+    wait(lambda: not listening(), timeout=30, what="the program to end")
 
     begin = time.time()
     converged = site(TAGS)
