@@ -21,8 +21,10 @@ def serves_a_directory():
 
 
 def ray_running():
-    # (the brackets keep pgrep from matching the shell that runs it)
-    return in_container("pgrep -f '[g]cs_server|[r]aylet'").returncode == 0
+    # Live processes only: the container's init does not reap, and pgrep matches a zombie by its name.
+    # (The brackets keep grep from matching the shell that runs it.)
+    return in_container("cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' | grep -qE '[g]cs_server|[r]aylet'"
+                        ).returncode == 0
 
 
 def listening():
