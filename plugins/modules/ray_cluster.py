@@ -11,7 +11,8 @@ version_added: "0.1.0"
 description:
   - Checks the two ports that the guide's FAQ Q1 tells apart. The GCS port (C(ray start --port), 64379 in the guide)
     gets a TCP connection and the HTTP/2 preface; Ray's GCS answers with an HTTP/2 SETTINGS frame (gRPC).
-    The dashboard (C(ray start --dashboard-port), 8772 in the guide) gets C(GET /api/version) and C(GET /api/gcs_healthz).
+    The dashboard (C(ray start --dashboard-port), 8772 in the guide) gets C(GET /api/version) and
+    C(GET /api/gcs_healthz).
   - Lists the nodes Ray knows with their IP address, state and GPU/CPU totals from the State API
     C(GET /api/v0/nodes) (falling back to the dashboard's C(GET /nodes?view=summary)), and compares them with
     O(expected_nodes) and O(expected_gpus).
@@ -36,10 +37,15 @@ options:
     elements: str
     default: []
   expected_gpus:
-    description: Total number of GPUs that must be registered on alive nodes (8 on the guide's single node). Not checked when unset.
+    description:
+      - Total number of GPUs that must be registered on alive nodes (8 on the guide's single node).
+        Not checked when unset.
     type: int
   timeout:
-    description: Seconds to wait for the cluster to be complete. V(0) probes once and never fails for missing nodes or GPUs.
+    description:
+      - Seconds to wait for the cluster to be complete. V(0) probes once and never fails for missing nodes or GPUs.
+      - While it waits, the action plugin prints the progress line (nodes and GPUs registered, which are missing)
+        at least every 30 s, and at the timeout fails naming what is missing.
     type: int
     default: 0
   interval:
@@ -100,7 +106,9 @@ gcs_ok:
   returned: always
   type: bool
 gcs_protocol:
-  description: What answered on the GCS port, V(grpc), V(http) (that is a dashboard, not the GCS), V(unknown), or null when closed.
+  description:
+    - What answered on the GCS port, V(grpc), V(http) (that is a dashboard, not the GCS), V(unknown),
+      or null when closed.
   returned: always
   type: str
 dashboard_ok:
@@ -191,6 +199,7 @@ from ansible_collections.mtslime.posttrain.plugins.module_utils.ray_api import (
     probe_port,
     url_port,
 )
+from ansible_collections.mtslime.posttrain.plugins.module_utils.ray_cluster_text import failure_message, progress_line
 
 
 def probe(client, gcs_host, gcs_port, expected_nodes, expected_gpus, request_timeout):
@@ -244,7 +253,8 @@ def probe(client, gcs_host, gcs_port, expected_nodes, expected_gpus, request_tim
             result["hints"].append(exc.hint)
     if not result["gcs_ok"] and result["dashboard_ok"] and gcs["protocol"] != "http":
         result["hints"].append(
-            "the dashboard answers but %s:%d does not: check gcs_address against `ray start --port` (64379 in the guide)"
+            "the dashboard answers but %s:%d does not: check gcs_address against `ray start --port` "
+            "(64379 in the guide)"
             % (gcs_host, gcs_port)
         )
 
@@ -274,38 +284,6 @@ def head_of(result, gcs_host, gcs_port, dashboard_url):
     if head["ip"] is None:
         head["ip"] = gcs_host
     return head
-
-
-def _count(value):
-    return "%d" % value if float(value).is_integer() else "%g" % value
-
-
-def progress_line(result, expected_nodes, expected_gpus):
-    if not result["up"]:
-        parts = []
-        if not result["gcs_ok"]:
-            parts.append("GCS: %s" % result["errors"].get("gcs", "not answering"))
-        if not result["dashboard_ok"]:
-            parts.append("dashboard: %s" % result["errors"].get("dashboard", "not answering"))
-        return "Ray is not up (%s)" % "; ".join(parts)
-    alive = [node for node in result["nodes"] if node["alive"]]
-    if expected_nodes:
-        nodes = "%d/%d nodes" % (len(expected_nodes) - len(result["missing_nodes"]), len(expected_nodes))
-    else:
-        nodes = "%d node%s" % (len(alive), "" if len(alive) == 1 else "s")
-    if expected_gpus is not None:
-        gpus = "%s/%d GPUs" % (_count(result["gpus"]), expected_gpus)
-    else:
-        gpus = "%s GPUs" % _count(result["gpus"])
-    text = "%s, %s registered" % (nodes, gpus)
-    if result["ready"]:
-        return text + " (Ray %s)" % result["ray_version"]
-    waits = []
-    if result["missing_nodes"]:
-        waits.append("waiting for %s" % ", ".join(result["missing_nodes"]))
-    if result["missing_gpus"]:
-        waits.append("%d GPU%s missing" % (result["missing_gpus"], "" if result["missing_gpus"] == 1 else "s"))
-    return text + "; " + "; ".join(waits)
 
 
 def main():
@@ -367,38 +345,7 @@ def main():
     result["changed"] = False
 
     if params["timeout"] > 0 and not result["ready"]:
-        if not result["up"]:
-            msg = "ray_cluster: Ray did not answer within %ds at gcs_address %s and dashboard_url %s: %s." % (
-                params["timeout"],
-                params["gcs_address"],
-                dashboard_url,
-                result["progress"],
-            )
-        else:
-            missing = []
-            if result["missing_nodes"]:
-                missing.append("nodes not registered: %s" % ", ".join(result["missing_nodes"]))
-            if result["missing_gpus"]:
-                missing.append(
-                    "%d of expected_gpus %d GPUs missing (%s registered)"
-                    % (result["missing_gpus"], params["expected_gpus"], _count(result["gpus"]))
-                )
-            msg = (
-                "ray_cluster: after %ds the cluster at %s is incomplete: %s. Start Ray on the missing nodes with "
-                "`ray start --address=%s:%d` and check that Ray sees their GPUs (`ray status --address=%s:%d`)."
-                % (
-                    params["timeout"],
-                    dashboard_url,
-                    "; ".join(missing),
-                    result["head"]["ip"],
-                    gcs_port,
-                    result["head"]["ip"],
-                    gcs_port,
-                )
-            )
-        if result["hints"]:
-            msg += " Hint: " + " ".join(result["hints"])
-        module.fail_json(msg=msg, **result)
+        module.fail_json(msg=failure_message(result, params, dashboard_url, gcs_port), **result)
     module.exit_json(**result)
 
 

@@ -1,0 +1,381 @@
+#!/usr/bin/python
+# Copyright: mtslime.posttrain contributors
+# Apache License 2.0
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: ray_start
+short_description: Start a Ray head, join a worker to it, leave a converged Ray alone, or refuse (guide §5.1)
+version_added: "0.2.0"
+description:
+  - Wraps C(ray start) the way the cephadm-ansible modules wrap their CLI. It first probes the node, read-only and
+    fast (no C(ray status), which takes 40 s to fail on a dead head) - Ray's processes, the cluster address Ray
+    recorded at C(ray start) (C(/tmp/ray/ray_current_cluster)) and whether it answers, which of the Ray ports
+    something listens on - and, on a head, its GCS (gRPC) and dashboard, the nodes registered and the jobs that
+    are PENDING or RUNNING (C(job_rules.is_active)).
+  - "It then decides (C(module_utils/ray_start_rules.py)): V(keep) - a head up on the configured ports with the
+    configured address, GPUs and CPUs, or a worker its head lists alive with its GPUs, is left alone;
+    V(start) / V(join) - nothing runs, so C(ray start --head ...) or C(ray start --address ...) runs;
+    V(restart) - C(ray stop) then C(ray start), for a head that differs, the remains of a dead head, or a worker
+    attached elsewhere; V(refuse) - the module fails, naming why and the fix."
+  - C(ray stop) never runs while a job runs on the cluster unless O(restart=force) (the guide's own
+    C(ray stop --force)); C(--force) is used otherwise only on the remains of a Ray whose GCS is gone.
+  - A configured port that something listens on while no Ray runs here is refused at once (the preflight,
+    M(mtslime.posttrain.node_preflight), names the process).
+  - Check mode reports the decision and the commands that would run.
+options:
+  role:
+    description: V(head) starts the cluster; V(worker) joins O(gcs_address).
+    type: str
+    choices: [head, worker]
+    required: true
+  gcs_address:
+    description: The head's GCS, C(ip:port) (C(ray start --port); guide 64379).
+    type: str
+    required: true
+  node_ip:
+    description: This node's address (C(--node-ip-address), the hostfile's first column).
+    type: str
+    required: true
+  num_gpus:
+    description: C(--num-gpus), the node's accelerators.
+    type: int
+    required: true
+  num_cpus:
+    description: C(--num-cpus) (C(ray_num_cpus), guide 64).
+    type: int
+    required: true
+  dashboard_host:
+    description:
+      - C(--dashboard-host) of a head (C(ray_dashboard_host)). Its C(--dashboard-port) is the port of O(dashboard_url).
+    type: str
+    default: 127.0.0.1
+  extra_args:
+    description: More C(ray start) arguments (C(ray_head_start_extra_args)).
+    type: list
+    elements: str
+    default: []
+  restart:
+    description:
+      - V(when_idle) restarts a Ray that differs only when no job runs; V(never) refuses; V(force) restarts it even
+        under a job (C(ray stop --force)).
+    type: str
+    choices: [when_idle, never, force]
+    default: when_idle
+  expected_nodes:
+    description: On a head, the node addresses of the cluster; RV(ready) says whether all are registered.
+    type: list
+    elements: str
+    default: []
+  expected_gpus:
+    description: On a head, the cluster's GPUs; RV(ready) says whether all are registered.
+    type: int
+  cluster_nodes:
+    description: On a worker, the nodes the head registered (RV(nodes) of the head's C(ray_start) result).
+    type: list
+    elements: dict
+    default: []
+  cluster_active_jobs:
+    description: On a worker, the cluster's active jobs (RV(active_jobs) of the head's C(ray_start) result).
+    type: list
+    elements: str
+    default: []
+extends_documentation_fragment:
+  - mtslime.posttrain.ray
+  - mtslime.posttrain.attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+  idempotent:
+    support: full
+notes:
+  - On a head, O(dashboard_url) is the head's own view of its dashboard (loopback).
+seealso:
+  - module: mtslime.posttrain.ray_cluster
+  - module: mtslime.posttrain.node_preflight
+author:
+  - mtslime.posttrain contributors
+"""
+
+EXAMPLES = r"""
+- name: Start the Ray head, or leave it alone
+  mtslime.posttrain.ray_start:
+    role: head
+    gcs_address: 10.121.38.2:64379
+    dashboard_url: http://127.0.0.1:8772
+    node_ip: 10.121.38.2
+    num_gpus: 8
+    num_cpus: 64
+    expected_nodes: [10.121.38.2, 10.121.38.3]
+    expected_gpus: 16
+  register: head
+
+- name: Join the head, or leave this worker alone
+  mtslime.posttrain.ray_start:
+    role: worker
+    gcs_address: 10.121.38.2:64379
+    node_ip: 10.121.38.3
+    num_gpus: 8
+    num_cpus: 64
+    cluster_nodes: "{{ hostvars['node1'].head.nodes }}"
+    cluster_active_jobs: "{{ hostvars['node1'].head.active_jobs }}"
+"""
+
+RETURN = r"""
+action:
+  description: V(keep), V(start), V(join), V(restart) or V(refuse).
+  returned: always
+  type: str
+reason:
+  description: Why, in one sentence (with the fix for a refusal, in RV(fix)).
+  returned: always
+  type: str
+  sample: no Ray runs on this node
+fix:
+  description: What to change when the module refuses; null otherwise.
+  returned: always
+  type: str
+cmd:
+  description: The last command run (or that would run under check mode), as a list; empty for V(keep).
+  returned: always
+  type: list
+  elements: str
+  sample: [ray, start, --head, --port, "64379", --dashboard-port, "8772"]
+rc:
+  description: Its return code (0 when nothing ran).
+  returned: always
+  type: int
+stdout:
+  description: Its standard output.
+  returned: always
+  type: str
+stderr:
+  description: Its standard error.
+  returned: always
+  type: str
+start:
+  description: When the first command started.
+  returned: when a command ran
+  type: str
+end:
+  description: When the last command ended.
+  returned: when a command ran
+  type: str
+delta:
+  description: How long the commands took.
+  returned: when a command ran
+  type: str
+commands:
+  description: Every command run (or planned, in check mode), in order, each with C(cmd), C(rc), C(stdout), C(stderr).
+  returned: always
+  type: list
+  elements: dict
+probe:
+  description: What the node showed (Ray processes, recorded cluster address and whether it answers, busy ports).
+  returned: always
+  type: dict
+up:
+  description: On a head, whether Ray answered on both configured ports before any action.
+  returned: always
+  type: bool
+ready:
+  description: On a head left alone, every expected node and GPU was registered; false after a start.
+  returned: always
+  type: bool
+nodes:
+  description:
+    - On a head, the nodes registered (as M(mtslime.posttrain.ray_cluster) lists them); empty after a (re)start,
+      since a new head knows no worker yet. Workers read it as O(cluster_nodes).
+  returned: always
+  type: list
+  elements: dict
+active_jobs:
+  description: On a head, the submission ids of the PENDING or RUNNING jobs (empty after a (re)start).
+  returned: always
+  type: list
+  elements: str
+ray_version:
+  description: The Ray version the head's dashboard reported, when it answered.
+  returned: always
+  type: str
+actions:
+  description: What was done, for people.
+  returned: always
+  type: list
+  elements: str
+diff:
+  description: The node's Ray before and after.
+  returned: when changed
+  type: dict
+"""
+
+import datetime
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.mtslime.posttrain.plugins.module_utils.job_rules import is_active
+from ansible_collections.mtslime.posttrain.plugins.module_utils.ray_api import (
+    RayApiError,
+    RayClient,
+    normalize_url,
+    parse_hostport,
+    probe_port,
+    url_port,
+)
+from ansible_collections.mtslime.posttrain.plugins.module_utils.ray_common import ray_argument_spec
+from ansible_collections.mtslime.posttrain.plugins.module_utils.ray_node_probe import probe_node
+from ansible_collections.mtslime.posttrain.plugins.module_utils.ray_start_rules import (
+    KEEP,
+    REFUSE,
+    decide,
+    message,
+)
+
+
+def probe_head(client, gcs_host, gcs_port, request_timeout):
+    """The head as its own node sees it: up on both ports, its head node, the nodes and the active jobs."""
+    found = {"up": False, "head_node": None, "nodes": [], "active_jobs": [], "ray_version": None}
+    gcs = probe_port(gcs_host, gcs_port, timeout=request_timeout)
+    if not gcs["open"] or gcs["protocol"] == "http":
+        return found
+    try:
+        found["ray_version"] = client.version().get("ray_version")
+        if not client.gcs_healthz():
+            return found
+        found["nodes"] = client.nodes()
+        found["active_jobs"] = [
+            job.get("submission_id") or job.get("job_id") for job in client.list_jobs() if is_active(job)
+        ]
+    except RayApiError:
+        return found
+    found["up"] = True
+    found["head_node"] = next((n for n in found["nodes"] if n.get("is_head") and n.get("alive")), None) or {}
+    return found
+
+
+def is_ready(nodes, expected_nodes, expected_gpus):
+    alive = [n for n in nodes if n.get("alive")]
+    ips = set(n.get("ip") for n in alive)
+    gpus = sum(float((n.get("resources") or {}).get("GPU") or 0) for n in alive)
+    return all(ip in ips for ip in expected_nodes) and (expected_gpus is None or gpus >= expected_gpus)
+
+
+def run_commands(module, commands):
+    runs = []
+    for cmd in commands:
+        rc, out, err = module.run_command(cmd)
+        runs.append({"cmd": cmd, "rc": rc, "stdout": out, "stderr": err})
+        if rc != 0:
+            break
+    return runs
+
+
+def main():
+    spec = dict(
+        role=dict(type="str", choices=["head", "worker"], required=True),
+        gcs_address=dict(type="str", required=True),
+        node_ip=dict(type="str", required=True),
+        num_gpus=dict(type="int", required=True),
+        num_cpus=dict(type="int", required=True),
+        dashboard_host=dict(type="str", default="127.0.0.1"),
+        extra_args=dict(type="list", elements="str", default=[]),
+        restart=dict(type="str", choices=["when_idle", "never", "force"], default="when_idle"),
+        expected_nodes=dict(type="list", elements="str", default=[]),
+        expected_gpus=dict(type="int"),
+        cluster_nodes=dict(type="list", elements="dict", default=[]),
+        cluster_active_jobs=dict(type="list", elements="str", default=[]),
+    )
+    spec.update(ray_argument_spec(request_timeout=5))
+    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    params = module.params
+    problems = []
+    try:
+        gcs_host, gcs_port = parse_hostport(params["gcs_address"])
+    except ValueError as exc:
+        problems.append("gcs_address: %s" % exc)
+    try:
+        dashboard_url = normalize_url(params["dashboard_url"])
+    except ValueError as exc:
+        problems.append("dashboard_url: %s" % exc)
+    if params["num_gpus"] < 0 or params["num_cpus"] < 1:
+        problems.append(
+            "num_gpus must be >= 0 and num_cpus >= 1 (got %d and %d)" % (params["num_gpus"], params["num_cpus"])
+        )
+    if problems:
+        module.fail_json(msg="ray_start: " + "; ".join(problems))
+    dashboard_port = url_port(dashboard_url)
+    want = dict(
+        role=params["role"], gcs_address=params["gcs_address"], gcs_port=gcs_port, dashboard_port=dashboard_port,
+        dashboard_host=params["dashboard_host"], node_ip=params["node_ip"], num_gpus=params["num_gpus"],
+        num_cpus=params["num_cpus"], extra_args=params["extra_args"], restart=params["restart"],
+    )
+
+    probe = probe_node([gcs_port, dashboard_port] if params["role"] == "head" else [])
+    head = {"up": False, "head_node": None, "nodes": [], "active_jobs": [], "ray_version": None}
+    if params["role"] == "head":
+        client = RayClient(dashboard_url, timeout=params["request_timeout"], use_proxy=params["use_proxy"])
+        head = probe_head(client, gcs_host, gcs_port, params["request_timeout"])
+        probe.update(up=head["up"], head_node=head["head_node"], active_jobs=head["active_jobs"])
+    else:
+        probe["active_jobs"] = list(params["cluster_active_jobs"])
+        probe["registered"] = next((n for n in params["cluster_nodes"] if n.get("ip") == params["node_ip"]
+                                    and n.get("alive")), None) or next(
+            (n for n in params["cluster_nodes"] if n.get("ip") == params["node_ip"]), None)
+
+    decision = decide(probe, want)
+    action = decision["action"]
+    fresh = action not in (KEEP, REFUSE)
+    result = dict(
+        changed=fresh,
+        action=action,
+        reason=decision["reason"],
+        fix=decision["fix"],
+        cmd=decision["commands"][-1] if decision["commands"] else [],
+        rc=0,
+        stdout="",
+        stderr="",
+        commands=[{"cmd": c} for c in decision["commands"]],
+        probe=probe,
+        up=head["up"],
+        ready=(action == KEEP and params["role"] == "head"
+               and is_ready(head["nodes"], params["expected_nodes"], params["expected_gpus"])),
+        nodes=[] if fresh else head["nodes"],
+        active_jobs=[] if fresh else head["active_jobs"],
+        ray_version=head["ray_version"] or "",
+        actions=[],
+    )
+    if action == REFUSE:
+        module.fail_json(msg="ray_start: " + message(decision), **result)
+    if not fresh:
+        result["actions"] = ["left Ray alone: %s" % decision["reason"]]
+        module.exit_json(**result)
+
+    before = "Ray: %s" % ("%d processes, cluster %s" % (probe["processes"], probe["recorded_address"] or "?")
+                          if probe["processes"] else "not running")
+    verb = {"start": "start the head", "join": "join %s" % params["gcs_address"]}.get(action, "restart Ray")
+    result["diff"] = {"before": before + "\n", "after": "Ray: %s (%s)\n" % (params["role"], " ".join(result["cmd"]))}
+    if module.check_mode:
+        result["actions"] = ["would %s: %s" % (verb, decision["reason"])] + [
+            "would run: %s" % " ".join(c) for c in decision["commands"]]
+        module.exit_json(**result)
+
+    started = datetime.datetime.now()
+    runs = run_commands(module, decision["commands"])
+    ended = datetime.datetime.now()
+    last = runs[-1]
+    result.update(cmd=last["cmd"], rc=last["rc"], stdout=last["stdout"], stderr=last["stderr"], commands=runs,
+                  start=str(started), end=str(ended), delta=str(ended - started))
+    result["actions"] = ["%s: %s" % (verb, decision["reason"])] + ["ran: %s (rc %d)" % (" ".join(r["cmd"]), r["rc"])
+                                                                   for r in runs]
+    if last["rc"] != 0:
+        tail = (last["stderr"] or last["stdout"] or "").strip().splitlines()[-5:]
+        module.fail_json(msg="ray_start: `%s` failed with rc %d%s: %s" % (
+            " ".join(last["cmd"]), last["rc"], " (after `ray stop`)" if len(runs) > 1 else "",
+            " / ".join(tail) or "no output"), **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
