@@ -87,9 +87,9 @@ def normalize_url(url):
     if not parsed.hostname:
         raise ValueError("dashboard_url %r has no host" % url)
     try:
-        parsed.port
+        _ = parsed.port  # urllib parses the port lazily
     except ValueError:
-        raise ValueError("dashboard_url %r has an invalid port" % url)
+        raise ValueError("dashboard_url %r has an invalid port" % url) from None
     return url.rstrip("/")
 
 
@@ -225,9 +225,9 @@ class RayClient:
                 status=exc.code,
                 body=text,
                 hint=self._hint_for_status(exc.code, path, text),
-            )
+            ) from exc
         except Exception as exc:  # connection problems of every kind
-            raise self._transport_error(exc, url, method)
+            raise self._transport_error(exc, url, method) from exc
         if expect == "none":
             return raw
         text = raw.decode("utf-8", errors="replace")
@@ -244,7 +244,7 @@ class RayClient:
                 body=text[:2000],
                 hint="is %s really the Ray dashboard? %s" % (self.url, PROXY_HINT),
                 kind="decode",
-            )
+            ) from None
 
     def _hint_for_status(self, status, path, text):
         if status == 404 and path.startswith("/api/version"):

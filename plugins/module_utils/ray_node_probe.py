@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import socket
 
+from ansible_collections.mtslime.posttrain.plugins.module_utils.preflight_ports import listening_inodes
+
 PROC = "/proc"
 RAY_CLUSTER_FILE = "/tmp/ray/ray_current_cluster"
 # The processes of a Ray node (the same set as `pgrep -f 'gcs_server|raylet|ray/dashboard|ray::'`).
@@ -57,24 +59,7 @@ def answers(address, timeout=3.0):
 def listening(ports, proc=PROC):
     """The ports of `ports` that a TCP socket listens on (IPv4 or IPv6), sorted."""
     wanted = set(int(p) for p in ports if p)
-    found = set()
-    for table in ("tcp", "tcp6"):
-        try:
-            with open(os.path.join(proc, "net", table), encoding="ascii", errors="replace") as handle:
-                lines = handle.read().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            if len(fields) < 4 or fields[3] != "0A":  # 0A = LISTEN
-                continue
-            try:
-                port = int(fields[1].rsplit(":", 1)[1], 16)
-            except (IndexError, ValueError):
-                continue
-            if port in wanted:
-                found.add(port)
-    return sorted(found)
+    return sorted(port for port, inodes in listening_inodes(wanted, proc).items() if inodes)
 
 
 def probe_node(ports, proc=PROC, cluster_file=RAY_CLUSTER_FILE):

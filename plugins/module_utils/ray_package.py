@@ -166,7 +166,7 @@ def collect_files(directory, excludes=None):
         except OSError as exc:
             raise RayApiError(
                 "cannot list %s for the working_dir package: %s" % (abs_dir, exc.strerror or exc), kind="package"
-            )
+            ) from exc
         if not names and rel_dir:
             entries.append(rel_dir + "/")
         for name in names:
@@ -215,7 +215,7 @@ def build_package(directory, excludes=None, max_bytes=PKG_MAX_BYTES):
                     "cannot read %s for the working_dir package: %s (add it to runtime_env excludes or .rayignore)"
                     % (path, exc.strerror or exc),
                     kind="package",
-                )
+                ) from exc
             total += len(content)
             info = zipfile.ZipInfo(rel, date_time=ZIP_DATE)
             info.external_attr = (stat.S_IFREG | mode) << 16

@@ -24,7 +24,8 @@ options:
     elements: dict
     required: true
   root:
-    description: A file whose C(path) is under O(root) keeps its path relative to it (for example C(.mtslime/job_plan.py))
+    description: A file whose C(path) is under O(root) keeps its path relative to it (for example
+      C(.mtslime/job_plan.py))
       instead of its base name.
     type: path
   dir_mode:

@@ -84,9 +84,9 @@ EXAMPLES = r"""
 
 - name: Wait until every node and GPU of the hostfile is registered
   mtslime.posttrain.ray_cluster:
-    gcs_address: "{{ slime_head_ip }}:64379"
-    dashboard_url: "http://{{ slime_head_ip }}:8772"
-    expected_nodes: "{{ groups['train'] | map('extract', hostvars, 'slime_node_ip') | list }}"
+    gcs_address: "{{ slime_cluster_info.addresses[slime_cluster_info.head] }}:{{ ray_gcs_port }}"
+    dashboard_url: "{{ ray_dashboard_port | mtslime.posttrain.ray_dashboard_url }}"
+    expected_nodes: "{{ slime_cluster_info.addresses.values() | list }}"
     expected_gpus: 8
     timeout: 300
     interval: 5

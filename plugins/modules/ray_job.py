@@ -25,7 +25,8 @@ description:
     with a warning that the prompt order starts over). Newer iterations (incomplete, torn, or without a data cursor),
     their data cursors and a tracker naming them are moved aside (never deleted) and the tracker is rewritten to the
     chosen iteration; then the value of C(--load) in O(argv) becomes the save directory (C(--load <save_dir>) is
-    appended when absent; the list is edited, never a string), so Megatron loads that iteration and slime continues at the next rollout (slime.md §4.3);
+    appended when absent; the list is edited, never a string), so Megatron loads that iteration and slime continues at
+    the next rollout (slime.md §4.3);
     RV(resumed_from_iteration) says which. The decision (attempt, resume, argv) is module_utils job_plan.py, the same
     program the rendered run script calls. With no complete iteration the argv is submitted unchanged and
     training starts from the converted checkpoint, as in the guide, with a warning. In check mode the moves are only
@@ -33,7 +34,8 @@ description:
   - "A local O(runtime_env) C(working_dir) is zipped (files at the root, Unix modes kept; C(excludes), C(.gitignore),
     C(.rayignore) and C(.git/) left out), named C(_ray_pkg_<sha256 of the zip>.zip), uploaded with
     C(GET)/C(PUT /api/packages/gcs/<name>) when Ray does not have it yet, and the job is submitted with
-    C(working_dir: gcs://<name>), as C(ray job submit --runtime-env) does. The entrypoint runs in the unpacked directory."
+    C(working_dir: gcs://<name>), as C(ray job submit --runtime-env) does. The entrypoint runs in the unpacked
+    directory."
   - "O(files) (run script, runtime_env.yaml, hostfile rendered by the role) are written atomically when their content or
     mode differs. When that happens while a job is active, the job keeps running with its old arguments: the change is
     reported in RV(actions) and as a warning (stop it with playbooks/stop.yml to apply it); the job is never stopped
@@ -44,8 +46,10 @@ description:
   - "O(log_file): a detached follower copies the active job's log to C(<log dir>/<stem>.<submission_id>.log) with ANSI
     codes removed, and O(log_file) is a symbolic link to the current attempt's file, so an earlier attempt's log is
     never overwritten. The follower is the guide's pipeline C(RAY_ADDRESS=<url> ray job logs <id> -f 2>&1 | sed -u -E
-    's/\\x1B\\[[0-9;?]*[ -/]*[@-~]//g' > <file>) when the C(ray) CLI and C(sed) are on E(PATH), else the standard-library
-    program module_utils/log_follower.py, copied next to the log (C(.<stem>.follower.py)), that polls C(GET /api/jobs/<id>/logs). It runs in its
+    's/\\x1B\\[[0-9;?]*[ -/]*[@-~]//g' > <file>) when the C(ray) CLI and C(sed) are on E(PATH), else the
+    standard-library
+    program module_utils/log_follower.py, copied next to the log (C(.<stem>.follower.py)), that polls C(GET
+    /api/jobs/<id>/logs). It runs in its
     own session, survives the end of the playbook, ends when the job ends, and its pid is kept in
     C(<log dir>/.<stem>.follower.pid). An alive follower of the active job is left alone; a dead one is restarted
     (that is a change). A regular file found at O(log_file) (the guide's script writes one) is moved aside first."
@@ -136,7 +140,8 @@ options:
         manifest under C(found), for example the versions of slime, Megatron, SGLang and torch as installed."
     type: dict
   log_file:
-    description: The log path people read (the guide's C(.../logs/qwen3-8B.log)); becomes a link to the current attempt's log.
+    description: The log path people read (the guide's C(.../logs/qwen3-8B.log)); becomes a link to the current
+      attempt's log.
     type: path
   log_follower:
     description: Which follower to run. V(auto) uses the C(ray) CLI when it and C(sed) are on E(PATH), else V(python).
@@ -167,7 +172,8 @@ attributes:
   check_mode:
     support: full
     details:
-      - Predicts the submission (attempt and resume iteration) or the stop, and the files and follower it would write; writes and submits nothing.
+      - Predicts the submission (attempt and resume iteration) or the stop, and the files and follower it would write;
+        writes and submits nothing.
   diff_mode:
     support: full
   idempotent:
@@ -185,7 +191,7 @@ author:
 EXAMPLES = r"""
 - name: Keep the training job of qwen3-8B running (resume from the save dir after a failure)
   mtslime.posttrain.ray_job:
-    dashboard_url: "http://{{ slime_head_ip }}:8772"
+    dashboard_url: "{{ ray_dashboard_port | mtslime.posttrain.ray_dashboard_url }}"
     experiment: qwen3-8B
     argv: [--actor-num-nodes, "1", --load, /data/LLMs/MCORE/Qwen3-8B_slime, --save, /tmp/Qwen3-8B_slime]
     runtime_env: "{{ lookup('file', 'runtime_env.yaml') | from_yaml }}"
@@ -198,8 +204,7 @@ EXAMPLES = r"""
       - path: /home/slime/musa_example/qwen_32b_sherry/hostfile
         content: "10.121.38.2 slots=8\n"
     manifest:
-      image: "{{ __slime_container.image }}"
-      ray_version: "{{ __ray.ray_version }}"
+      image: "{{ container_image }}"
     log_file: /home/slime/musa_example/qwen_32b_sherry/logs/qwen3-8B.log
   register: train_job
 
@@ -227,7 +232,8 @@ attempt:
   returned: always
   type: int
 status:
-  description: Its Ray status (PENDING, RUNNING, SUCCEEDED, FAILED, STOPPED); in check mode V(WOULD_SUBMIT) for a predicted submission.
+  description: Its Ray status (PENDING, RUNNING, SUCCEEDED, FAILED, STOPPED); in check mode V(WOULD_SUBMIT) for a
+    predicted submission.
   returned: always
   type: str
 message:
@@ -285,7 +291,8 @@ active:
   type: list
   elements: str
 resumed_from_iteration:
-  description: The checkpoint iteration a submission resumes from; null when it starts from the converted checkpoint or nothing was submitted.
+  description: The checkpoint iteration a submission resumes from; null when it starts from the converted checkpoint
+    or nothing was submitted.
   returned: always
   type: int
 resume:
