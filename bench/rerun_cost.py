@@ -61,12 +61,18 @@ def fixtures():
             if member.isfile():
                 member.name = os.path.basename(member.name)
                 archive.extract(member, data)
+    # A converted checkpoint the judge accepts: the metadata of a real Megatron save (the unit-test
+    # fixture) and zero-filled shards of its sizes (the judge reads the metadata, never the weights).
     mcore = os.path.join(base, "mcore")
-    os.makedirs(os.path.join(mcore, "release"))
-    for name, content in ((".metadata", b"dcp"), ("__0_0.distcp", b"shard"), ("common.pt", b"common"),
-                          ("metadata.json", b'{"sharded_backend": "torch_dist"}')):
-        with open(os.path.join(mcore, "release", name), "wb") as handle:
-            handle.write(content)
+    release = os.path.join(mcore, "release")
+    real = os.path.join(REPO, "tests", "unit", "data", "dcp", "megatron_1dcf0dafa884")
+    os.makedirs(release)
+    for name in (".metadata", "metadata.json"):
+        shutil.copy(os.path.join(real, name), release)
+    with open(os.path.join(real, "files.json")) as handle:
+        for name, size in json.load(handle)["files"].items():
+            with open(os.path.join(release, name), "wb") as shard:
+                shard.truncate(size)
     with open(os.path.join(mcore, "latest_checkpointed_iteration.txt"), "w") as handle:
         handle.write("release")
     os.makedirs(os.path.join(base, "slime"))
