@@ -144,6 +144,20 @@ options:
     description: Send requests through the E(http_proxy) of the environment. Off by default (the dashboard is local).
     type: bool
     default: false
+  max_failures_at_step:
+    description:
+      - "The crash-loop rule (C(module_utils/crash_loop.py)): when this many attempts in a row FAILED without
+        passing the furthest step the earlier ones reached, no new attempt is submitted and the module fails with
+        their history (status, step, exception line, FAQ hint). An attempt that gets past that step, or one that
+        SUCCEEDED, resets the count. V(0) means no limit."
+      - "Ended attempts are recorded as C(<manifest_dir>/<submission_id>.end.json), so the history survives a
+        restart of the Ray head."
+    type: int
+    default: 2
+  retry:
+    description: Submit one more attempt although the crash-loop rule of O(max_failures_at_step) would refuse.
+    type: bool
+    default: false
 extends_documentation_fragment:
   - mtslime.posttrain.attributes
 attributes:
@@ -323,6 +337,34 @@ files_changed:
   returned: always
   type: list
   elements: str
+previous_attempt:
+  description: >-
+    Before a submission: how the latest ended attempt ended (submission_id, attempt, status, status_from
+    C(ray)/C(log)/C(none), step, first_step, exception, exception_line, hint, faq, survived, log, end_time_ms);
+    status V(LOST) when Ray forgot it and nothing recorded its end.
+  returned: when a submission was planned and an earlier attempt ended
+  type: dict
+attempts_history:
+  description: Every ended attempt of the experiment, oldest first, in the shape of RV(previous_attempt).
+  returned: when a submission was planned
+  type: list
+  elements: dict
+crash_loop:
+  description: >-
+    The crash-loop count: count (attempts that FAILED in a row without passing step), step (the furthest step
+    they reached, null when none logged one), attempts (their ids), limit; before a submission also retry and
+    blocked.
+  returned: when a submission was planned, and with O(state=status)
+  type: dict
+attempts:
+  description: >-
+    With O(state=status): every attempt of the experiment, oldest first (from Ray, the end records and the attempt
+    logs): submission_id, attempt, status, submitted_at, ended_at, first_step, last_step, exception (the C(Xxx:
+    message) line of the last traceback that no step followed), exception_line, hint, faq, resumed_from_iteration,
+    data_state, log.
+  returned: with O(state=status)
+  type: list
+  elements: dict
 actions:
   description: Sentences saying what was done (or would be done in check mode).
   returned: always
@@ -357,6 +399,7 @@ from ansible_collections.mtslime.posttrain.plugins.module_utils.ray_api import (
 )
 
 from ansible_collections.mtslime.posttrain.plugins.module_utils.aside import move_aside
+from ansible_collections.mtslime.posttrain.plugins.module_utils import crash_loop
 
 try:
     from ansible_collections.mtslime.posttrain.plugins.module_utils.mcore import (
@@ -896,6 +939,8 @@ def build_module():
             stop_timeout=dict(type="int", default=60, aliases=["job_timeout"]),
             request_timeout=dict(type="int", default=30),
             use_proxy=dict(type="bool", default=False),
+            max_failures_at_step=dict(type="int", default=2),
+            retry=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
@@ -1082,6 +1127,9 @@ def submit(run, client, url, jobs, follower, latest):
     )
     attempt = max(jobs.max_attempt, recorded) + 1
     sid = "%s-attempt-%d" % (params["experiment"], attempt)
+    # the crash-loop rule (module_utils/crash_loop.py): before anything is moved or submitted
+    crash_loop.before_submit(run, jobs.ours, manifest_dir_of(params), follower.attempt_file if follower else None,
+                             client.job_logs, attempt)
     try:
         entrypoint, resume_info, resume_warnings, resume_actions = plan_resume(
             params["resume"], params["entrypoint"], run.check
@@ -1357,6 +1405,7 @@ def main():
             pid, kind = follower.current(latest["submission_id"])
             run.result["follower_pid"] = pid
             run.result["follower"] = {"kind": kind, "what": "running" if pid else "none"}
+        crash_loop.for_status(run, jobs.ours, manifest_dir_of(params), follower.attempt_file if follower else None)
     elif params["state"] == "stopped":
         state_stopped(run, client, url, jobs)
     else:
