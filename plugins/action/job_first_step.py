@@ -90,7 +90,13 @@ class ActionModule(ActionBase):
             display.warning("[%s] %s" % (host, text))
 
         poll = Poll(execute, args, warn)
-        waiter = Waiter(poll, lambda text: display.display("  [%s] %s: %s" % (host, task, text)), say_every=SAY_EVERY)
+        said = []
+
+        def say(text):
+            said.append(text)
+            display.display("  [%s] %s: %s" % (host, task, text))
+
+        waiter = Waiter(poll, say, say_every=SAY_EVERY)
         last, waited, timed_out = waiter.until(
             "mtslime.posttrain.ray_job", {}, done=lambda r: r.get("verdict") != first_step.WAIT,
             describe=lambda r: poll.message, timeout=timeout, interval=interval)
@@ -118,5 +124,6 @@ class ActionModule(ActionBase):
             result.update(failed=True, msg="job_first_step: " + poll.message)
         else:
             result["msg"] = poll.message
-            display.display("  [%s] %s: %s" % (host, task, poll.message))
+            if not said:  # the Waiter said the end itself when it had said anything before
+                say(poll.message)
         return result
