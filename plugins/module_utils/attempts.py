@@ -97,7 +97,8 @@ def from_log(summary):
 
 
 def _survived(first, fatal):
-    if not first or (fatal and first.get("lineno") == fatal.get("lineno")):
+    if not first or (fatal and (first.get("lineno") == fatal.get("lineno")
+                                or (first.get("exception") or "").strip() == (fatal.get("exception") or "").strip())):
         return None
     return {"lineno": first.get("lineno"), "line": (first.get("exception") or first.get("line") or "").strip()}
 
