@@ -252,3 +252,11 @@ def test_status_returns_every_attempt_and_the_count_and_writes_nothing(run_modul
     from ansible_collections.mtslime.posttrain.plugins.plugin_utils import status_doc
     assert status_doc.crash_loop_part(result) == {"count": 1, "step": 7, "limit": 2}
     assert status_doc.attempts_part(result)[0]["exception"] == "RuntimeError: stand-in crash at step 8"
+
+
+def test_train_job_retry_may_come_from_the_command_line_as_a_string():
+    from ansible_collections.mtslime.posttrain.plugins.plugin_utils.inventory_vars import VARS
+
+    var = next(v for v in VARS if v.name == "train_job_retry")
+    assert var.check("true") is None and var.check(True) is None and var.check("False") is None
+    assert "must be true or false" in var.check("maybe")
