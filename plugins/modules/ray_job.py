@@ -166,6 +166,20 @@ options:
     description: Send requests through the E(http_proxy) of the environment. Off by default (the dashboard is local).
     type: bool
     default: false
+  max_failures_at_step:
+    description:
+      - "The crash-loop rule (C(module_utils/crash_loop.py)): when this many attempts in a row FAILED without
+        passing the furthest step the earlier ones reached, no new attempt is submitted and the module fails with
+        their history (status, step, exception line, FAQ hint). An attempt that gets past that step, or one that
+        SUCCEEDED, resets the count. V(0) means no limit."
+      - "Ended attempts are recorded as C(<manifest_dir>/<submission_id>.end.json), so the history survives a
+        restart of the Ray head."
+    type: int
+    default: 2
+  retry:
+    description: Submit one more attempt although the crash-loop rule of O(max_failures_at_step) would refuse.
+    type: bool
+    default: false
 extends_documentation_fragment:
   - mtslime.posttrain.attributes
 attributes:
@@ -352,6 +366,34 @@ files_changed:
   returned: always
   type: list
   elements: str
+previous_attempt:
+  description: >-
+    Before a submission: how the latest ended attempt ended (submission_id, attempt, status, status_from
+    C(ray)/C(log)/C(none), step, first_step, exception, exception_line, hint, faq, survived, log, end_time_ms);
+    status V(LOST) when Ray forgot it and nothing recorded its end.
+  returned: when a submission was planned and an earlier attempt ended
+  type: dict
+attempts_history:
+  description: Every ended attempt of the experiment, oldest first, in the shape of RV(previous_attempt).
+  returned: when a submission was planned
+  type: list
+  elements: dict
+crash_loop:
+  description: >-
+    The crash-loop count: count (attempts that FAILED in a row without passing step), step (the furthest step
+    they reached, null when none logged one), attempts (their ids), limit; before a submission also retry and
+    blocked.
+  returned: when a submission was planned, and with O(state=status)
+  type: dict
+attempts:
+  description: >-
+    With O(state=status): every attempt of the experiment, oldest first (from Ray, the end records and the attempt
+    logs): submission_id, attempt, status, submitted_at, ended_at, first_step, last_step, exception (the C(Xxx:
+    message) line of the last traceback that no step followed), exception_line, hint, faq, resumed_from_iteration,
+    data_state, log.
+  returned: with O(state=status)
+  type: list
+  elements: dict
 actions:
   description: Sentences saying what was done (or would be done in check mode).
   returned: always
@@ -379,6 +421,7 @@ from ansible_collections.mtslime.posttrain.plugins.module_utils.job_result impor
     reported,
 )
 from ansible_collections.mtslime.posttrain.plugins.module_utils.manifest import manifest_dir
+from ansible_collections.mtslime.posttrain.plugins.module_utils import crash_loop
 from ansible_collections.mtslime.posttrain.plugins.module_utils.ray_api import RayApiError, RayClient, normalize_url
 
 EXPERIMENT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -418,6 +461,8 @@ def build_module():
             stop_timeout=dict(type="int", default=60, aliases=["job_timeout"]),
             request_timeout=dict(type="int", default=30),
             use_proxy=dict(type="bool", default=False),
+            max_failures_at_step=dict(type="int", default=2),
+            retry=dict(type="bool", default=False),
         ),
         mutually_exclusive=[("argv", "entrypoint")],
         supports_check_mode=True,
@@ -471,6 +516,23 @@ def request_of(params):
         manifest_dir=params["manifest_dir"], manifest_commands=params["manifest_commands"])
 
 
+class CrashLoopHook:
+    """What the crash-loop hooks (module_utils/crash_loop.py) write into: an outcome of their own."""
+
+    def __init__(self, params, check):
+        self.params, self.check = params, check
+        self.actions, self.warnings, self.result = [], [], {}
+
+    def warn(self, text):
+        self.warnings.append(text)
+
+    def fail(self, msg):
+        raise JobError(msg, actions=self.actions, **self.result)
+
+    def outcome(self):
+        return outcome(fields=self.result, actions=self.actions, warnings=self.warnings)
+
+
 def state_running(module, client, url, jobs, follower):
     params = module.params
     check = module.check_mode
@@ -512,9 +574,14 @@ def state_running(module, client, url, jobs, follower):
             raise JobError("entrypoint is required to submit attempt %d of experiment %s (latest job: %s); give argv"
                            % (decision["attempt"], params["experiment"],
                               "%s %s" % (latest["submission_id"], latest.get("status")) if latest else "none"))
+        # the crash-loop rule, before anything is moved or submitted
+        hook = CrashLoopHook(params, check)
+        crash_loop.before_submit(hook, decision["ours"], manifest_dir(params["manifest_dir"], params["files"]),
+                                 follower.attempt_file if follower else None, client.job_logs, decision["attempt"])
         submitted = job_submit.submit(client, url, request, decision, module.run_command, check)
         # the job diff first, then the files'
-        parts = [outcome(diffs=submitted["diffs"]), dict(files, diffs=[]), dict(submitted, diffs=files["diffs"])]
+        parts = [outcome(diffs=submitted["diffs"]), hook.outcome(), dict(files, diffs=[]),
+                 dict(submitted, diffs=files["diffs"])]
     job = combine(parts)["job"]
     parts.append(job_logs.follow(follower, job, params["log_follower"], check))
     return parts, decision
@@ -536,7 +603,10 @@ def run(module, url, parts):
         part = reported(latest)
         if latest is None:
             part["fields"]["message"] = "no job of experiment %s at %s" % (params["experiment"], url)
-        parts.extend([part, job_logs.status(follower, latest)])
+        hook = CrashLoopHook(params, module.check_mode)
+        crash_loop.for_status(hook, decision["ours"], manifest_dir(params["manifest_dir"], params["files"]),
+                              follower.attempt_file if follower else None)
+        parts.extend([part, job_logs.status(follower, latest), hook.outcome()])
     elif params["state"] == "stopped":
         parts.append(run_files.sync(params["files"], module.check_mode))
         parts.append(job_stop.stop(client, url, params["experiment"], decision["active"], decision["latest"],

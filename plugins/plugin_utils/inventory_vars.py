@@ -10,6 +10,7 @@ import re
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.schema import (
     ENV_NAME_RE,
     Bool,
+    FlagBool,
     Choice,
     ControllerPath,
     Dict,
@@ -285,10 +286,10 @@ TRAIN = [
     Var("train_job_first_step_timeout", Int(1), "Seconds to wait for that first step.", scope="cluster"),
     Var("train_job_follow_logs", Bool(), "Follow the job's log into the guide's log file.", scope="cluster"),
     Var("train_job_render_dir", ControllerPath(), "Where the run files are rendered on the controller."),
-    Var("train_job_max_failures_at_step", Int(1), "Attempts failing at the same step before the job is "
-        "treated as a crash loop.", scope="cluster", default=2),
-    Var("train_job_retry", Bool(), "Submit a new attempt after a crash loop was reported.", scope="cluster",
-        has_default=True, default=False),
+    Var("train_job_max_failures_at_step", Int(1), "Attempts in a row that failed without passing the same step "
+        "before a rerun refuses to submit again (the crash-loop rule).", scope="cluster", default=2),
+    Var("train_job_retry", FlagBool(), "Submit one more attempt although the crash-loop rule refuses "
+        "(-e train_job_retry=true).", scope="cluster", has_default=True, default=False),
     Var("train_job_keep_checkpoints", Int(0), "Checkpoints to keep in the save dir; 0 = keep all.",
         scope="cluster", has_default=True, default=0),
     Var("train_job_prune", Choice("trash", "delete"), "What happens to pruned checkpoints.", scope="cluster",

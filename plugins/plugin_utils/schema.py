@@ -240,6 +240,17 @@ class Bool(Type):
         return value is None
 
 
+class FlagBool(Bool):
+    """A boolean meant to be given on the command line (-e name=true), where Ansible passes a string."""
+    doc = "boolean (YAML true/false; `-e name=true` works too)"
+    WORDS = ("true", "false", "yes", "no")
+
+    def check(self, value):
+        if isinstance(value, bool) or (isinstance(value, str) and value.strip().lower() in self.WORDS):
+            return None
+        return "must be true or false (also as -e %s=true), not %s" % ("<name>", kind_of(value))
+
+
 class Choice(Type):
     spec_type = "str"
 

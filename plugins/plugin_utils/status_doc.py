@@ -266,9 +266,20 @@ def summary_line(cluster):
     if loop and loop.get("count"):
         parts.append("crash loop %d/%s at step %s" % (loop["count"], _num(loop.get("limit")), _num(loop.get("step"))))
     text = ", ".join(parts)
+    ended = [a for a in cluster.get("attempts") or [] if a.get("status") not in ("PENDING", "RUNNING")]
+    end = ended[-1] if ended else None
+    if end and end.get("status") != "SUCCEEDED" and end.get("exception"):
+        # the exception line that ended the latest ended attempt (not a traceback's header)
+        text += ", %s %s %s: %s" % (end["submission_id"], end["status"],
+                                    "after step %s" % end["last_step"] if end.get("last_step") is not None
+                                    else "before its first step", end["exception"][:200])
     error = last.get("first_error")
     if error:
-        text += ", error: %s" % (error.get("exception") or error.get("line") or "")[:200]
+        line = (error.get("exception") or error.get("line") or "")[:200]
+        if job.get("status") in ("PENDING", "RUNNING"):
+            text += ", warning: the job goes on after an error in its log: %s" % line
+        elif not end or line != (end.get("exception") or "")[:200]:
+            text += ", error: %s" % line
     elif job.get("error"):
         text += ", %s" % job["error"][:200]
     return text

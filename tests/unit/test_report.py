@@ -189,6 +189,8 @@ def test_the_status_json_validates_against_the_schema(tmp_path):
     assert cluster["manifest"]["data"]["image"] == "img@sha256:1"
     assert cluster["line"].startswith("c1: qwen3-8B-attempt-2 RUNNING, step 45, reward 0.603")
     assert "crash loop 1/2 at step 23" in cluster["line"]
+    assert ("qwen3-8B-attempt-1 FAILED after step 23: RuntimeError: MUSA error: an illegal memory access was "
+            "encountered") in cluster["line"]
 
 
 def test_what_could_not_be_read_still_validates_and_says_why(tmp_path):
