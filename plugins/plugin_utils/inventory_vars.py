@@ -166,6 +166,7 @@ CONTAINER = [
     Var("container_command", List(ARG, 1), "Command that keeps the container alive (guide sleep inf).",
         required=True),
     Var("container_python_interpreter", COMMAND_WORD, "Python inside the container.", required=True),
+    Var("container_docker_sudo", Bool(), "Run the node's Docker CLI through sudo -n (unset: ansible_become)."),
     Var("container_archive_dir", Path(), "Node path where a container's run directory is saved before it is "
         "recreated.", required=True),
     Var("container_recreate", Choice("auto", "force", "never"), "What to do when the container differs."),
