@@ -73,3 +73,15 @@ def human_bytes(num):
             return "%.1f %s" % (num, unit) if unit != "B" else "%d B" % num
         num /= 1024.0
     return "%.1f TiB" % num
+
+
+def tree_bytes(path):
+    """Bytes of the files under `path` (not following links; files that vanish meanwhile count 0)."""
+    total = 0
+    for top, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(top, name)).st_size
+            except OSError:
+                pass
+    return total

@@ -11,7 +11,7 @@ import os
 
 from ansible_collections.mtslime.posttrain.plugins.module_utils import mcore
 from ansible_collections.mtslime.posttrain.plugins.module_utils.common import human_bytes
-from ansible_collections.mtslime.posttrain.plugins.module_utils.retention import tree_bytes
+from ansible_collections.mtslime.posttrain.plugins.module_utils.common import tree_bytes
 
 # Besides the newest N: the save being written and an older iteration the running job loaded from.
 RETENTION_MARGIN = 2

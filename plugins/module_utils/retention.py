@@ -21,6 +21,7 @@ import os
 import shutil
 
 from ansible_collections.mtslime.posttrain.plugins.module_utils import aside, mcore
+from ansible_collections.mtslime.posttrain.plugins.module_utils.common import tree_bytes
 
 TRASH_SUFFIX = ".trash"
 REASON = "pruned"
@@ -35,17 +36,6 @@ def _mtime(path):
         return os.stat(path).st_mtime
     except OSError:
         return None
-
-
-def tree_bytes(path):
-    total = 0
-    for top, _dirs, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(top, name)).st_size
-            except OSError:
-                pass
-    return total
 
 
 def scan(save_dir):

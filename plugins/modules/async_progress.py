@@ -129,7 +129,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.mtslime.posttrain.plugins.module_utils import storage_lease
-from ansible_collections.mtslime.posttrain.plugins.module_utils.common import human_bytes
+from ansible_collections.mtslime.posttrain.plugins.module_utils.common import human_bytes, tree_bytes
 from ansible_collections.mtslime.posttrain.plugins.module_utils.logscan import (
     fatal_error_in_file,
     first_error_in_file,
@@ -140,14 +140,7 @@ from ansible_collections.mtslime.posttrain.plugins.module_utils.logscan import (
 def path_size(path):
     if os.path.isfile(path):
         return os.path.getsize(path)
-    total = 0
-    for root, _dirs, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(root, name)).st_size
-            except OSError:
-                pass
-    return total
+    return tree_bytes(path)
 
 
 def read_status(status_file):

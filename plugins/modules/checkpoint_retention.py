@@ -146,7 +146,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.mtslime.posttrain.plugins.module_utils import retention
-from ansible_collections.mtslime.posttrain.plugins.module_utils.common import human_bytes
+from ansible_collections.mtslime.posttrain.plugins.module_utils.common import human_bytes, tree_bytes
 from ansible_collections.mtslime.posttrain.plugins.module_utils.slime_log import LOADED, clean_line
 
 LOG_HEAD_BYTES = 8 * 1024 * 1024
@@ -203,7 +203,7 @@ def main():
                   deleted=[], bytes_pruned=0, trash_dir=trash_dir, actions=[])
     if not os.path.isdir(save_dir):
         result.update(message="%s does not exist: no checkpoint to prune" % save_dir,
-                      trash_bytes=retention.tree_bytes(trash_dir) if os.path.isdir(trash_dir) else 0)
+                      trash_bytes=tree_bytes(trash_dir) if os.path.isdir(trash_dir) else 0)
         module.exit_json(**result)
 
     protect = list(params["protect"])
@@ -231,7 +231,7 @@ def main():
                 os.path.basename(p) for p in done["deleted"])
             result["diff"] = {"before": "".join(names), "after": "".join(n for n in names if n.strip() not in gone),
                               "before_header": save_dir, "after_header": save_dir}
-    result["trash_bytes"] = retention.tree_bytes(trash_dir) if os.path.isdir(trash_dir) else 0
+    result["trash_bytes"] = tree_bytes(trash_dir) if os.path.isdir(trash_dir) else 0
     if result["trash_bytes"] and not module.check_mode:
         result["message"] += "; the trash %s holds %s" % (trash_dir, human_bytes(result["trash_bytes"]))
     module.exit_json(**result)

@@ -89,3 +89,17 @@ def listing(root):
         for name in files:
             found.append(os.path.relpath(os.path.join(base, name), str(root)))
     return sorted(found)
+
+
+def save_dir(root, complete=(2, 5), tracker="5", partial=()):
+    """A training --save dir at `root`: complete iterations with their data state, partial ones (no
+    metadata), and the tracker (None: none)."""
+    root.mkdir(exist_ok=True)
+    for it in complete:
+        ckpt_dir(root / ("iter_%07d" % it))
+        data_state(root, it)
+    for it in partial:
+        ckpt_dir(root / ("iter_%07d" % it), dcp_metadata=False, metadata_json=False)
+    if tracker is not None:
+        (root / "latest_checkpointed_iteration.txt").write_text(tracker)
+    return root

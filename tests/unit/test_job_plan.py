@@ -27,16 +27,7 @@ def job(sid, status, metadata=None, start=1, entrypoint="python3 train.py"):
 
 
 def save_dir(tmp_path, complete=(2, 5), tracker="5", partial=()):
-    root = tmp_path / "save"
-    root.mkdir()
-    for it in complete:
-        ckpt_layouts.ckpt_dir(root / ("iter_%07d" % it))
-        ckpt_layouts.data_state(root, it)
-    for it in partial:
-        ckpt_layouts.ckpt_dir(root / ("iter_%07d" % it), dcp_metadata=False, metadata_json=False)
-    if tracker is not None:
-        (root / "latest_checkpointed_iteration.txt").write_text(tracker)
-    return root
+    return ckpt_layouts.save_dir(tmp_path / "save", complete, tracker, partial)
 
 
 # -- the decision ------------------------------------------------------------------------

@@ -53,16 +53,7 @@ def followers(tmp_path):
 
 def save_dir_with(tmp_path, complete=(2, 5), tracker="5", partial=()):
     """A training --save dir as Megatron and slime write it (slime.md §4.2), from real torch_dist metadata."""
-    root = tmp_path / "save"
-    root.mkdir(exist_ok=True)
-    for it in complete:
-        ckpt_layouts.ckpt_dir(root / ("iter_%07d" % it))
-        ckpt_layouts.data_state(root, it)
-    for it in partial:
-        ckpt_layouts.ckpt_dir(root / ("iter_%07d" % it), dcp_metadata=False, metadata_json=False)
-    if tracker is not None:
-        (root / "latest_checkpointed_iteration.txt").write_text(tracker)
-    return root
+    return ckpt_layouts.save_dir(tmp_path / "save", complete, tracker, partial)
 
 
 def base_args(fake, tmp_path, **extra):
