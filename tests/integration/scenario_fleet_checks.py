@@ -327,7 +327,10 @@ def test_a_node_whose_ssh_is_cut_stops_only_its_cluster_and_recovers():
     pids = _sshd_processes(node_container)
     assert pids, "no sshd on " + node_container
     for pid in pids:  # the listener and the sessions of the master connection
-        os.kill(pid, 15)
+        try:
+            os.kill(pid, 15)
+        except ProcessLookupError:  # a session that ended meanwhile
+            pass
     wait(lambda: not _sshd_processes(node_container), timeout=20, what="sshd to stop on fleet-node2")
     start = time.monotonic()
     cut = run_playbook("site.yml", INVENTORY)
@@ -367,7 +370,7 @@ def test_a_stopped_worker_recovers_and_the_other_clusters_are_untouched():
 def test_a_node_whose_fanout_link_is_cut_mid_spread_fails_alone_and_the_rerun_resumes_it():
     node, model = "fleet-node4", os.path.join(STORAGES["fleet-node4"], ARTIFACTS["model"])
     partial_state = model + ".fanout-partial/state.json"
-    moved = model + ".fleet-check-moved"
+    moved = model + ".fleet-check-moved-%d" % time.time()
     os.rename(model, moved)  # the test's copy; the fan-out brings the seed's (kept for the comparison)
     # The seed sends fan-out pieces at 12 Mbit/s, so the 25 MB model takes about 17 s to cross.
     _tc(SEED, "tc qdisc add dev eth0 root handle 1: htb default 10;"
@@ -388,7 +391,8 @@ def test_a_node_whose_fanout_link_is_cut_mid_spread_fails_alone_and_the_rerun_re
                     return len(json.load(handle)["have"])
             except (OSError, ValueError, KeyError):
                 return 0
-        have = wait(lambda: pieces() >= 2, timeout=240, what="fleet-node4 to hold 2 pieces of the model")
+        wait(lambda: pieces() >= 2, timeout=240, what="fleet-node4 to hold 2 pieces of the model")
+        have = pieces()
         assert not os.path.exists(model), "the model arrived before the cut (the rate limit did not hold)"
         # Cut fleet-node4's fan-out link: every packet it sends to a fan-out port is dropped (its SSH goes on).
         _tc(node, "tc qdisc add dev eth0 root handle 1: htb default 10;"
