@@ -347,6 +347,12 @@ def inspect_checkpoint(path, expect=None):
     release_dir = os.path.join(path, RELEASE)
     release_check = check_checkpoint_dir(release_dir)
     raw, parsed = read_tracker(path)
+    late = os.path.join(path, iter_dirname(parsed)) if isinstance(parsed, int) and parsed not in checks else None
+    if late and os.path.isdir(late):  # saved, and named by the tracker, by a live run after the listing above
+        iterations.append(parsed)
+        checks[parsed] = check_checkpoint_dir(late)
+        if checks[parsed]["complete"]:
+            complete.append(parsed)
     kind = expect or _infer_kind(path, parsed, iterations, names)
 
     result.update(

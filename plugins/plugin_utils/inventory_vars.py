@@ -326,6 +326,8 @@ FANOUT = [
     Var("slime_fanout_port", Port(), "TCP port of the fan-out servers (bound to each node's fleet address).",
         default=8765),
     Var("slime_fanout_timeout", Int(1), "Longest a spread may take (s).", default=86400),
+    Var("slime_fanout_stall_timeout", Int(10), "A node that gets no piece from any upstream for this long fails "
+        "alone (a rerun resumes it); a server that gets no request for this long stops (s).", default=300),
 ]
 
 VARS = PATHS + ACCELERATOR + CONTAINER + DATA + MODEL + CONVERT + RAY + TRAIN + NODE + FANOUT

@@ -8,11 +8,14 @@ Not collected by a plain `pytest tests/integration` (needs the scenario converge
 file order; each leaves the fleet converged with every job running."""
 from __future__ import annotations
 
+import glob
+import hashlib
 import json
 import os
 import re
 import subprocess
 import tempfile
+import threading
 import time
 
 import pytest
@@ -31,6 +34,12 @@ NODES = {  # inventory name: (node container, address, sshd port, training conta
     "fleet-node4": ("mtslime-fleet-node4", "172.31.250.14", 2222, "mtslime-fleet-train4", 28772),
 }
 HEADS = {"pair": "fleet-node1", "fleet-node3": "fleet-node3", "fleet-node4": "fleet-node4"}
+# The fan-out (slime_fanout_artifacts: [data, model, convert]): the seed is the first storage's first node (Ansible
+# orders the group's own hosts before its children's), whose storage fetches and converts; the others receive.
+SEED = "fleet-node3"
+STORAGES = {"fleet-node3": ROOT + "/node3", "fleet-node4": ROOT + "/node4", "fleet-node1": ROOT + "/shared-pair"}
+ARTIFACTS = {"data": "AIME_data.tgz", "model": "models/Qwen3-8B", "convert": "LLMs/MCORE/Qwen3-8B_slime"}
+FANOUT_PORT = 8765
 # Actions that run on the controller without a module call on the node.
 CONTROLLER_ACTIONS = {
     "set_fact", "debug", "assert", "fail", "meta", "include_tasks", "import_tasks", "include_role",
@@ -108,6 +117,44 @@ def messages(run, host):
             if e.get("event") in ("runner_on_failed", "runner_on_unreachable") and e["event_data"].get("host") == host]
 
 
+def _by_host(run, task, every=False):
+    """{host: the last result (every: all results)} of the task named `task` (ok or failed)."""
+    found = {}
+    for event in run.events:
+        data = event.get("event_data") or {}
+        if event.get("event") in ("runner_on_ok", "runner_on_failed") and data.get("task") == task:
+            found.setdefault(data["host"], []).append(data.get("res") or {})
+    return found if every else {host: results[-1] for host, results in found.items()}
+
+
+def _record(storage, path):
+    with open(os.path.join(STORAGES[storage], path) + ".fanout.json", encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def _digests(root, path):
+    """{relative file: sha256} of the artifact at root/path (a file or a directory)."""
+    top = os.path.join(root, path)
+    files = [top] if os.path.isfile(top) else [os.path.join(d, f) for d, _, names in os.walk(top) for f in names]
+    out = {}
+    for name in files:
+        with open(name, "rb") as handle:
+            out[os.path.relpath(name, top)] = hashlib.sha256(handle.read()).hexdigest()
+    return out
+
+
+def _tc(node, script):
+    """tc in the node's network namespace (its training container shares it); the nodes have NET_ADMIN."""
+    out = docker("exec", NODES[node][0], "sh", "-ec", script)
+    assert out.returncode == 0, out.stderr
+    return out
+
+
+def _spread_results(run, host):
+    return [r["result"] for r in _by_host(run, "Wait for the spread (bytes, rate and upstream of each node)",
+                                          every=True).get(host, []) if r.get("finished")]
+
+
 def test_each_node_is_reached_only_as_its_inventory_says():
     for node, (_, address, port, _, _) in NODES.items():
         if node == "fleet-node4":
@@ -164,11 +211,38 @@ def test_every_cluster_runs_its_own_job():
     assert api("fleet-node2", "/api/jobs/") is None, "the worker runs no dashboard of its own"
 
 
-def test_shared_storage_was_prepared_once():
+def test_the_fleet_converted_once_and_every_storage_holds_checked_copies():
+    # Only the seed ran the converter (the prepare flow keeps one log per conversion in the container) ...
     count = "ls /home/slime/tools/ | grep -c '^Qwen3-8B_slime\\..*\\.log$'"
-    assert in_training("fleet-node1", count).stdout.strip() == "1"
-    assert in_training("fleet-node2", count).stdout.strip() == "0"
-    assert in_training("fleet-node2", "test -f /data/LLMs/MCORE/Qwen3-8B_slime/release/metadata.json").returncode == 0
+    conversions = {node: in_training(node, count).stdout.strip() for node in NODES}
+    assert conversions == {node: "1" if node == SEED else "0" for node in NODES}, conversions
+    # ... and fetched the data and the model from the origin: the fixture server's log names only its address.
+    served = docker("logs", "mtslime-fleet-fixtures")
+    origin = [line for line in (served.stdout + served.stderr).splitlines() if "GET /" in line]
+    assert origin and {line.split()[1] for line in origin} == {NODES[SEED][1]}, origin[-10:]
+    # Every storage holds the seed's copy of each artifact (the records name one manifest) ...
+    for path in ARTIFACTS.values():
+        ids = {storage: _record(storage, path)["id"] for storage in STORAGES}
+        assert len(set(ids.values())) == 1, (path, ids)
+        for storage in STORAGES:
+            assert _digests(STORAGES[SEED], path) == _digests(STORAGES[storage], path), (storage, path)
+    # ... that the stage plays' own checks accept, on every node, with one model fingerprint the conversion matches.
+    run = run_playbook("site.yml", INVENTORY, "--tags", "data,model,convert")
+    assert run.rc == 0 and run.changed_hosts() == {}, run.changed_tasks() or run.stdout[-3000:]
+    models = _by_host(run, "Check the Hugging Face model")
+    data = _by_host(run, "Check the training and eval data")
+    checkpoints = _by_host(run, "Inspect the converted checkpoint")
+    assert set(models) == set(data) == set(checkpoints) == set(NODES), (models.keys(), data.keys(), checkpoints.keys())
+    assert len({r["fingerprint"] for r in models.values()}) == 1, models
+    for node in NODES:
+        assert not data[node].get("failed"), data[node]
+        assert checkpoints[node]["state"] == "complete" and checkpoints[node]["fingerprint_matches"] is True, \
+            checkpoints[node]
+    # The rerun only probed: every storage but the seed's holds the copy, nobody spread anything.
+    probes = _by_host(run, "Look whether each storage already holds this copy", every=True)
+    assert sorted(probes) == ["fleet-node1", "fleet-node4"], probes.keys()
+    assert all(r["holds"] for results in probes.values() for r in results) and len(probes["fleet-node1"]) == 3
+    assert not _by_host(run, "Spread (every node of the plan at once")
 
 
 def test_a_rerun_makes_no_more_ssh_connections_than_module_calls():
@@ -253,7 +327,10 @@ def test_a_node_whose_ssh_is_cut_stops_only_its_cluster_and_recovers():
     pids = _sshd_processes(node_container)
     assert pids, "no sshd on " + node_container
     for pid in pids:  # the listener and the sessions of the master connection
-        os.kill(pid, 15)
+        try:
+            os.kill(pid, 15)
+        except ProcessLookupError:  # a session that ended meanwhile
+            pass
     wait(lambda: not _sshd_processes(node_container), timeout=20, what="sshd to stop on fleet-node2")
     start = time.monotonic()
     cut = run_playbook("site.yml", INVENTORY)
@@ -288,3 +365,92 @@ def test_a_stopped_worker_recovers_and_the_other_clusters_are_untouched():
     assert len(alive_nodes("fleet-node1")) == 2 and gpus(alive_nodes("fleet-node1")) == 16
     new = wait(lambda: active_jobs("fleet-node1"), what="the pair's new attempt")[0]
     assert new["submission_id"] != job and new["metadata"].get("mtslime_resumed_from") is not None
+
+
+def test_a_node_whose_fanout_link_is_cut_mid_spread_fails_alone_and_the_rerun_resumes_it():
+    node, model = "fleet-node4", os.path.join(STORAGES["fleet-node4"], ARTIFACTS["model"])
+    partial_state = model + ".fanout-partial/state.json"
+    moved = model + ".fleet-check-moved-%d" % time.time()
+    os.rename(model, moved)  # the test's copy; the fan-out brings the seed's (kept for the comparison)
+    # The seed sends fan-out pieces at 12 Mbit/s, so the 25 MB model takes about 17 s to cross.
+    _tc(SEED, "tc qdisc add dev eth0 root handle 1: htb default 10;"
+              "tc class add dev eth0 parent 1: classid 1:10 htb rate 10gbit;"
+              "tc class add dev eth0 parent 1: classid 1:30 htb rate 12mbit ceil 12mbit;"
+              "tc filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip sport %d 0xffff flowid 1:30"
+              % FANOUT_PORT)
+    runs = {}
+    try:
+        thread = threading.Thread(target=lambda: runs.update(cut=run_playbook(
+            "site.yml", INVENTORY, extravars={"slime_fanout_stall_timeout": 20})))
+        start = time.monotonic()
+        thread.start()
+
+        def pieces():
+            try:
+                with open(partial_state, encoding="utf-8") as handle:
+                    return len(json.load(handle)["have"])
+            except (OSError, ValueError, KeyError):
+                return 0
+        wait(lambda: pieces() >= 2, timeout=240, what="fleet-node4 to hold 2 pieces of the model")
+        have = pieces()
+        assert not os.path.exists(model), "the model arrived before the cut (the rate limit did not hold)"
+        # Cut fleet-node4's fan-out link: every packet it sends to a fan-out port is dropped (its SSH goes on).
+        _tc(node, "tc qdisc add dev eth0 root handle 1: htb default 10;"
+                  "tc class add dev eth0 parent 1: classid 1:10 htb rate 10gbit;"
+                  "tc class add dev eth0 parent 1: classid 1:30 htb rate 1mbit;"
+                  "tc qdisc add dev eth0 parent 1:30 handle 30: pfifo limit 0;"
+                  "tc filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dport %d 0xffff flowid 1:30"
+                  % FANOUT_PORT)
+        thread.join(900)
+        cut_s = time.monotonic() - start
+    finally:
+        for host in (SEED, node):
+            docker("exec", NODES[host][0], "tc", "qdisc", "del", "dev", "eth0", "root")
+    cut = runs["cut"]
+    assert cut.rc != 0 and set(cut.failed_hosts()) == {node}, cut.failed_hosts() or cut.stdout[-3000:]
+    assert not cut.changed_hosts(), cut.changed_tasks()
+    said = [m for m in messages(cut, node) if re.search(
+        r"model fan-out on fleet-node4: fanout fleet-node4: no upstream gave a piece for 20 s .*rerun to resume", m)]
+    assert said, messages(cut, node)
+    assert "fleet-node4: FAILED" in cut.stdout and "fleet-node3: up" in cut.stdout and "pair: up" in cut.stdout
+    kept = pieces()
+    assert kept >= have and not os.path.exists(model), "a cut spread keeps its pieces and puts nothing in place"
+
+    start = time.monotonic()
+    back = run_playbook("site.yml", INVENTORY)
+    back_s = time.monotonic() - start
+    assert back.rc == 0, back.stdout[-3000:]
+    assert set(back.changed_hosts()) == {node}, back.changed_tasks()
+    (spread,) = _spread_results(back, node)
+    assert spread["resumed_pieces"] == kept and spread["received"] < spread["total"], spread
+    assert spread["sources"] == {SEED: spread["received"]}, spread
+    assert _digests(STORAGES[node], ARTIFACTS["model"]) == _digests(STORAGES[SEED], ARTIFACTS["model"])
+    assert not os.path.exists(model + ".fanout-partial") and not glob.glob(model + ".replaced-*")
+    assert "fleet-node4: up" in back.stdout
+    print("spread cut after %d pieces: failed run %.1f s; the rerun resumed %d of 7 pieces in %.1f s" % (
+        have, cut_s, spread["resumed_pieces"], back_s))
+
+
+def test_a_corrupted_copy_is_refused_replaced_and_kept_aside_and_the_other_nodes_are_untouched():
+    node = "fleet-node1"  # the pair's storage, pulled by its first node; fleet-node2 shares it
+    model = os.path.join(STORAGES[node], ARTIFACTS["model"])
+    shard = os.path.join(model, "model-00002-of-00003.safetensors")
+    with open(shard, "r+b") as handle:  # flip bytes in the weights, the size unchanged
+        handle.seek(4 << 20)
+        data = handle.read(16)
+        handle.seek(4 << 20)
+        handle.write(bytes(b ^ 0xFF for b in data))
+    bad = _digests(STORAGES[node], ARTIFACTS["model"])
+    run = run_playbook("site.yml", INVENTORY)
+    assert run.rc == 0, run.stdout[-3000:]
+    assert set(run.changed_hosts()) == {node}, run.changed_tasks()  # fleet-node2, the seed and fleet-node4: changed=0
+    probe = [r for r in _by_host(run, "Look whether each storage already holds this copy", every=True)[node]
+             if r["id"] == _record(SEED, ARTIFACTS["model"])["id"]]
+    assert probe and probe[0]["holds"] is False, probe
+    (spread,) = _spread_results(run, node)
+    assert spread["received"] == spread["total"] and spread["moved_aside"], spread
+    assert _digests(STORAGES[node], ARTIFACTS["model"]) == _digests(STORAGES[SEED], ARTIFACTS["model"])
+    # The refused copy is kept aside (moved, not deleted), as it was.
+    aside = glob.glob(model + ".replaced-*")
+    assert len(aside) == 1 and _digests(os.path.dirname(aside[0]), os.path.basename(aside[0])) == bad, aside
+    assert os.path.normpath(spread["moved_aside"]).endswith(os.path.basename(aside[0])), spread["moved_aside"]

@@ -436,3 +436,13 @@ def test_a_torn_zip_data_cursor_is_no_data_state(tmp_path):
     assert mcore.dataset_state_ok(save, 39)
     cut(path, os.path.getsize(path) - 10)
     assert not mcore.dataset_state_ok(save, 39)
+
+
+def test_a_save_made_while_the_directory_is_read_is_judged_not_a_crash(tmp_path, monkeypatch):
+    # A live run saves iteration 42 and moves the tracker to it between the listing and the tracker's read.
+    save = training(tmp_path, iters=(19, 39, 42), latest=42)
+    listed = mcore.iterations_of
+    monkeypatch.setattr(mcore, "iterations_of", lambda path: [it for it in listed(path) if it != 42])
+    info = mcore.inspect_checkpoint(save, expect="training")
+    assert info["state"] == "complete" and info["latest_iteration"] == 42
+    assert info["complete_iterations"][-1] == 42 and info["latest_complete_iteration"] == 42
