@@ -23,6 +23,8 @@ description:
     C(ray stop --force)); C(--force) is used otherwise only on the remains of a Ray whose GCS is gone.
   - A configured port that something listens on while no Ray runs here is refused at once (the preflight,
     M(mtslime.posttrain.node_preflight), names the process).
+  - A head whose recorded GCS answers while its dashboard does not (still starting, or a loaded node) is asked
+    again every 3 s for up to 25 s before it is judged; only then is it refused as a head that cannot list its jobs.
   - Check mode reports the decision and the commands that would run.
 options:
   role:
@@ -213,6 +215,7 @@ diff:
 """
 
 import datetime
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.mtslime.posttrain.plugins.module_utils.job_rules import is_active
@@ -232,6 +235,9 @@ from ansible_collections.mtslime.posttrain.plugins.module_utils.ray_start_rules 
     decide,
     message,
 )
+
+# How long a head whose GCS answers is given for its dashboard to answer too (under the 30 s progress rule).
+DASHBOARD_GRACE_SECONDS = 25
 
 
 def probe_head(client, gcs_host, gcs_port, request_timeout):
@@ -317,6 +323,13 @@ def main():
     if params["role"] == "head":
         client = RayClient(dashboard_url, timeout=params["request_timeout"], use_proxy=params["use_proxy"])
         head = probe_head(client, gcs_host, gcs_port, params["request_timeout"])
+        # A live GCS whose dashboard is slow to answer (starting, or a loaded node): ask again for a while
+        # before the rules call it a head that cannot list its jobs.
+        deadline = time.monotonic() + DASHBOARD_GRACE_SECONDS
+        while (not head["up"] and probe.get("recorded_answers") and probe.get("recorded_address") == want["gcs_address"]
+               and time.monotonic() < deadline):
+            time.sleep(3)
+            head = probe_head(client, gcs_host, gcs_port, params["request_timeout"])
         probe.update(up=head["up"], head_node=head["head_node"], active_jobs=head["active_jobs"])
     else:
         probe["active_jobs"] = list(params["cluster_active_jobs"])

@@ -70,6 +70,40 @@ def test_converged_head_is_left_alone_and_reports_its_nodes_and_jobs(run_module,
     assert "diff" not in result
 
 
+def test_a_slow_dashboard_behind_a_live_gcs_is_asked_again_before_any_decision(run_module, head, node_probe,
+                                                                              commands, monkeypatch):
+    dashboard, gcs = head
+    dashboard.add_job("qwen3-8B-attempt-1", status="RUNNING")
+    node_probe.update(processes=12, recorded_address=gcs.address, recorded_answers=True)
+    real_probe, calls = ray_start.probe_head, []
+
+    def slow_then_up(*args):
+        calls.append(1)
+        return real_probe(*args) if len(calls) > 2 else {"up": False, "head_node": None, "nodes": [],
+                                                         "active_jobs": [], "ray_version": None}
+
+    monkeypatch.setattr(ray_start, "probe_head", slow_then_up)
+    monkeypatch.setattr(ray_start.time, "sleep", lambda s: None)
+    result, failed = run_module(ray_start, head_args(dashboard.url, gcs.address))
+    assert not failed and result["action"] == "keep" and result["active_jobs"] == ["qwen3-8B-attempt-1"]
+    assert len(calls) == 3 and commands[0] == []
+
+
+def test_a_dashboard_that_never_answers_behind_a_live_gcs_is_refused_after_the_grace(run_module, node_probe,
+                                                                                   commands, monkeypatch):
+    gcs = FakeGcs()
+    try:
+        node_probe.update(processes=12, recorded_address=gcs.address, recorded_answers=True)
+        monkeypatch.setattr(ray_start, "DASHBOARD_GRACE_SECONDS", 0.2)
+        monkeypatch.setattr(ray_start.time, "sleep", lambda s: None)
+        dashboard_url = "http://127.0.0.1:%d" % free_port()
+        result, failed = run_module(ray_start, head_args(dashboard_url, gcs.address))
+    finally:
+        gcs.close()
+    assert failed and result["action"] == "refuse" and commands[0] == []
+    assert "answers but its dashboard" in result["msg"] and "rerun in a minute" in result["msg"]
+
+
 def test_head_missing_a_worker_is_kept_but_not_ready(run_module, head, node_probe, commands):
     dashboard, gcs = head
     result, _ = run_module(ray_start, head_args(dashboard.url, gcs.address, expected_nodes=["127.0.0.1", "10.0.0.2"]))
