@@ -27,8 +27,8 @@ def sh(*argv, check=True, **kwargs):
 class Bed:
     """`count` nodes named <prefix>-node<i> at <subnet>.<10+i> on the network <prefix>."""
 
-    def __init__(self, prefix, subnet, root, count):
-        self.prefix, self.subnet, self.root, self.count = prefix, subnet, root, count
+    def __init__(self, prefix, subnet, root, count, image=IMAGE):
+        self.prefix, self.subnet, self.root, self.count, self.image = prefix, subnet, root, count, image
         self.token = secrets.token_hex(16)
         self.names = ["%s-node%d" % (prefix, i) for i in range(1, count + 1)]
 
@@ -47,7 +47,7 @@ class Bed:
                "--cap-add", "NET_ADMIN", "-v", "%s:/data" % self.data(name),
                "-v", "%s:/opt/fanout/fanout_agent.py:ro" % AGENT, "-v", "%s:/opt/fanout/fanout_pieces.py:ro" % PIECES,
                "--label", "org.mtslime.test=" + self.prefix,
-               IMAGE, "sleep", "infinity")
+               self.image, "sleep", "infinity")
         return self
 
     def down(self):
@@ -58,10 +58,10 @@ class Bed:
                 sh("docker", "rm", "-f", name, check=False)
         sh("docker", "network", "rm", self.prefix, check=False)
 
-    def limit(self, name, rate):
+    def limit(self, name, rate, burst="32kbit", latency="400ms"):
         """Shape the node's outgoing link (tbf, as a slow NIC or a shared uplink)."""
         sh("docker", "exec", name, "tc", "qdisc", "replace", "dev", "eth0", "root", "tbf", "rate", rate,
-           "burst", "32kbit", "latency", "400ms")
+           "burst", burst, "latency", latency)
 
     def cut(self, name):
         sh("docker", "network", "disconnect", "-f", self.prefix, name)
