@@ -30,7 +30,7 @@ def _member_json(archive, name, path):
     try:
         return json.loads(member.read().decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
-        raise ImageArchiveError("%s: its %s does not parse (%s); the archive is damaged" % (path, name, exc))
+        raise ImageArchiveError("%s: its %s does not parse (%s); the archive is damaged" % (path, name, exc)) from exc
 
 
 def _config_id(config):
@@ -46,10 +46,10 @@ def read(path):
     try:
         archive = tarfile.open(path, "r:")
     except FileNotFoundError:
-        raise ImageArchiveError("%s does not exist" % path)
+        raise ImageArchiveError("%s does not exist" % path) from None
     except (OSError, tarfile.TarError) as exc:
         raise ImageArchiveError("%s is not a readable tar archive (%s); it is torn or not a docker save archive"
-                                % (path, exc))
+                                % (path, exc)) from exc
     try:
         with archive:
             manifest = _member_json(archive, "manifest.json", path)
@@ -60,7 +60,7 @@ def read(path):
                 names.add(member.name.rstrip("/"))
                 end = max(end, member.offset_data + (member.size if member.isfile() else 0))
     except (OSError, tarfile.TarError, EOFError) as exc:
-        raise ImageArchiveError("%s is torn (%s); save it again" % (path, exc))
+        raise ImageArchiveError("%s is torn (%s); save it again" % (path, exc)) from exc
     if end > os.path.getsize(path):
         raise ImageArchiveError("%s is torn (its last member ends at byte %d of %d); save it again"
                                 % (path, end, os.path.getsize(path)))
