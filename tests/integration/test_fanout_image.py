@@ -112,3 +112,22 @@ def test_image_saved_once_spread_loaded_checked_idempotent_and_a_damaged_copy_re
     assert sha256(archive["s3"]) == sha256(archive["s1"])
     aside = [p for p in os.listdir(archive["s3"].parent) if ".replaced-" in p]
     assert len(aside) == 1 and set(third.changed_hosts()) == {"n3"}, third.changed_tasks()
+
+
+def test_air_gapped_the_controller_holds_the_archive_and_its_ids_are_checked_on_load(tmp_path, image):
+    hosts = inventory(tmp_path, image)
+    controller = tmp_path / "controller"
+    controller.mkdir()
+    docker("save", "-o", str(controller / "training.tar"), image)
+    image_id = json.loads(docker("image", "inspect", image).stdout)[0]["Id"]
+    extra = {"slime_fanout_source": "controller", "slime_fanout_controller_dir": str(controller),
+             "slime_fanout_controller_address": "127.0.0.1", "drop_image": True, "load_on": "n3"}
+    run = run_playbook(PLAYBOOK, hosts, extravars=extra, timeout=300)
+    assert run.rc == 0, run.stdout[-3000:]
+    assert not run.results("Save the image") or all(r.get("skipped") for r in run.results("Save the image"))
+    read = [r for r in run.results("Read the image IDs of the controller") if "ids" in r]
+    assert read and read[0]["ids"] == [image_id]
+    for storage in ("s1", "s2", "s3"):
+        assert sha256(tmp_path / storage / "images" / "training.tar") == sha256(controller / "training.tar")
+    assert "n3: Load the image archive" in run.changed_tasks(), run.changed_tasks()
+    assert json.loads(docker("image", "inspect", image).stdout)[0]["Id"] == image_id
