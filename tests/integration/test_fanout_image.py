@@ -1,8 +1,8 @@
 """The image fan-out through ansible-playbook on local nodes (loopback addresses 127.0.0.x, a /data each, this
 machine's Docker engine): the seed saves a small image once, the archive is spread to the other storages, loaded
 from a spread copy where the engine lacks the image and its ID checked; a rerun changes nothing; check mode writes
-nothing; an archive of the wrong image is refused naming the file; a damaged copy is refused by the fan-out's
-piece hashes and replaced."""
+nothing; an archive of the wrong image is refused naming the file; a damaged copy no longer matches the fan-out's
+record, is pulled again (every piece checked against the seed's manifest) and the damaged one moved aside."""
 from __future__ import annotations
 
 import hashlib
