@@ -173,6 +173,8 @@ CONTAINER = [
     Var("container_pull", Choice("missing", "always", "never"), "Image pull policy."),
     Var("container_image_archive", ControllerPath(empty_ok=True), "docker save archive to load the image from."),
     Var("container_image_archive_location", Choice("controller", "node"), "Where that archive is."),
+    Var("container_image_archive_ids", List(Str(r"^sha256:[0-9a-f]{64}$", "must be sha256:<64 hex digits>")),
+        "Image IDs the image must have when container_image_archive is set (the image fan-out sets them)."),
     Var("container_image_digest", Str(r"^(sha256:[0-9a-f]{64})?$", "must be sha256:<64 hex digits> or empty",
                                       empty_ok=True), "Expected repo digest of the image."),
     Var("container_registry", Dict(r"^(url|username|password)$", Scalar(), "must be url, username or password"),
@@ -312,8 +314,8 @@ NODE = [
 ]
 
 FANOUT = [
-    Var("slime_fanout_artifacts", List(Choice("data", "model", "convert")), "Artifacts fetched or produced once "
-        "(on the seed) and spread storage to storage (docs/fleet.md); [] = every storage fetches its own.",
+    Var("slime_fanout_artifacts", List(Choice("data", "model", "convert", "image")), "Artifacts fetched or produced "
+        "once (on the seed) and spread storage to storage (docs/fleet.md); [] = every storage fetches its own.",
         has_default=True, default=[]),
     Var("slime_fanout_source", Choice("node", "controller"), "node: the seed node's role fetches the artifact; "
         "controller: slime_fanout_controller_dir holds it (air-gapped fleets).", default="node"),
@@ -323,6 +325,9 @@ FANOUT = [
         "by their base names (slime_fanout_source: controller).", has_default=True, default=""),
     Var("slime_fanout_controller_address", Ip(empty_ok=True), "The controller's address on the fleet network; "
         "its seed server binds there.", has_default=True, default=""),
+    Var("slime_fanout_image_archive", Path(empty_ok=True), "Node path of the training image's docker save archive "
+        "that the image fan-out spreads (\"\": /data/mtslime/images/<container_image, / and : as _>.tar).",
+        has_default=True, default=""),
     Var("slime_fanout_port", Port(), "TCP port of the fan-out servers (bound to each node's fleet address).",
         default=8765),
     Var("slime_fanout_timeout", Int(1), "Longest a spread may take (s).", default=86400),
