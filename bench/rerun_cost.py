@@ -20,6 +20,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -140,12 +141,15 @@ def run(playbook, root):
     }
     if os.environ.get("BENCH_PROFILE"):
         env["ANSIBLE_CALLBACKS_ENABLED"] = "mtslime.posttrain.cluster_recap,ansible.builtin.profile_tasks"
+        # BENCH_PROFILE=all: every task in playbook order (profile_tasks' own options)
+        if os.environ["BENCH_PROFILE"] == "all":
+            env.update(PROFILE_TASKS_TASK_OUTPUT_LIMIT="all", PROFILE_TASKS_SORT_ORDER="none")
     # An opt-in strategy (for example mitogen's: ANSIBLE_STRATEGY=mitogen_linear ANSIBLE_STRATEGY_PLUGINS=...).
     for var in ("ANSIBLE_STRATEGY", "ANSIBLE_STRATEGY_PLUGINS", "PYTHONPATH"):
         if os.environ.get(var):
             env[var] = os.environ[var]
     os.makedirs(os.path.join(root, "runner"), exist_ok=True)
-    start = time.monotonic()
+    start, cpu = time.monotonic(), controller_cpu()
     result = ansible_runner.run(private_data_dir=os.path.join(root, "runner"), playbook=playbook,
                                 inventory=os.path.join(root, "inventory"), envvars=env, quiet=True,
                                 # keep ansible.cfg's fact cache (runner would make one per run)
@@ -153,7 +157,17 @@ def run(playbook, root):
     elapsed = time.monotonic() - start
     if result.rc != 0:
         raise SystemExit("%s failed (rc %s):\n%s" % (playbook, result.rc, result.stdout.read()[-4000:]))
+    result.cpu_s = controller_cpu() - cpu
     return elapsed, result
+
+
+def controller_cpu():
+    """CPU seconds (user + system) of the finished ansible-playbook runs and everything they waited for.
+
+    On a shared machine wall time varies with the load; this does not. With local nodes it includes the
+    modules (they run on the controller), with SSH nodes only the controller's side (and the ssh clients)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def module_calls(result, hosts):
@@ -191,7 +205,7 @@ def measure(size, shared):
         converge, _ = run(os.path.join(REPO, "site.yml"), root)
         rerun, result = run(os.path.join(REPO, "site.yml"), root)
         if os.environ.get("BENCH_PROFILE"):
-            print(result.stdout.read()[-6000:])
+            print(result.stdout.read()[-6000 if os.environ["BENCH_PROFILE"] != "all" else -60000:])
         changed = {h: c for h, c in (result.stats.get("changed") or {}).items() if c}
         if changed:
             raise SystemExit("the rerun of %d nodes changed %s" % (size, changed))
@@ -200,7 +214,9 @@ def measure(size, shared):
         base_calls, _ = module_calls(base_result, hosts)
         return {"nodes": size, "converge_s": round(converge, 1), "rerun_s": round(rerun, 1),
                 "calls_per_host": round(calls, 2), "per_role": per_role, "noop8_s": round(baseline, 1),
-                "noop8_calls_per_host": round(base_calls, 2), "ratio": round(rerun / baseline, 2)}
+                "noop8_calls_per_host": round(base_calls, 2), "ratio": round(rerun / baseline, 2),
+                "rerun_cpu_s": round(result.cpu_s, 1), "noop8_cpu_s": round(base_result.cpu_s, 1),
+                "cpu_ratio": round(result.cpu_s / base_result.cpu_s, 2)}
     finally:
         fake.terminate()
         fake.wait()
@@ -211,12 +227,14 @@ def main():
     os.makedirs(ROOT, exist_ok=True)
     shared = fixtures()
     rows = []
-    print("%6s %10s %10s %14s %10s %7s" % ("nodes", "converge", "rerun", "calls/host", "noop8", "ratio"))
+    print("%6s %10s %10s %14s %10s %7s %10s %10s %9s" % ("nodes", "converge", "rerun", "calls/host", "noop8", "ratio",
+                                                       "rerun CPU", "noop8 CPU", "CPU ratio"))
     for size in sizes:
         row = measure(size, shared)
         rows.append(row)
-        print("%6d %9.1fs %9.1fs %14.2f %9.1fs %7.2f" % (row["nodes"], row["converge_s"], row["rerun_s"],
-                                                           row["calls_per_host"], row["noop8_s"], row["ratio"]))
+        print("%6d %9.1fs %9.1fs %14.2f %9.1fs %7.2f %9.1fs %9.1fs %9.2f" % (
+            row["nodes"], row["converge_s"], row["rerun_s"], row["calls_per_host"], row["noop8_s"], row["ratio"],
+            row["rerun_cpu_s"], row["noop8_cpu_s"], row["cpu_ratio"]))
         print("       module calls per host and role in the rerun: %s" %
               ", ".join("%s %.2f" % item for item in row["per_role"].items()))
         sys.stdout.flush()

@@ -36,7 +36,7 @@ import ansible_runner
 import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from rerun_cost import CONTROLLER_ACTIONS, fixtures  # noqa: E402  (the local benchmark's shared pieces)
+from rerun_cost import CONTROLLER_ACTIONS, controller_cpu, fixtures  # noqa: E402  (the local benchmark's shared pieces)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.dirname(sys.executable)
@@ -170,18 +170,22 @@ def run(playbook, strategy=None):
     if os.environ.get("BENCH_PROFILE"):
         env["ANSIBLE_CALLBACKS_ENABLED"] = "mtslime.posttrain.cluster_recap,ansible.builtin.profile_tasks"
         env["PROFILE_TASKS_TASK_OUTPUT_LIMIT"] = "40"
+        # BENCH_PROFILE=all: every task in playbook order (profile_tasks' own options)
+        if os.environ["BENCH_PROFILE"] == "all":
+            env.update(PROFILE_TASKS_TASK_OUTPUT_LIMIT="all", PROFILE_TASKS_SORT_ORDER="none")
     if strategy:
         env["ANSIBLE_STRATEGY"] = strategy
         for var in ("ANSIBLE_STRATEGY_PLUGINS", "PYTHONPATH"):
             if os.environ.get(var):
                 env[var] = os.environ[var]
     os.makedirs(ROOT + "/runner", exist_ok=True)
-    start = time.monotonic()
+    start, cpu = time.monotonic(), controller_cpu()
     result = ansible_runner.run(private_data_dir=ROOT + "/runner", playbook=playbook,
                                 inventory=ROOT + "/inventory", envvars=env, quiet=True, fact_cache_type="")
     elapsed = time.monotonic() - start
     if result.rc != 0:
         raise SystemExit("%s failed (rc %s):\n%s" % (playbook, result.rc, result.stdout.read()[-4000:]))
+    result.cpu_s = controller_cpu() - cpu
     return elapsed, result
 
 
@@ -220,12 +224,12 @@ def main():
         rerun, result, calls, connections, sessions = measured(os.path.join(REPO, "site.yml"), hosts, args.size,
                                                                 args.strategy)
         if os.environ.get("BENCH_PROFILE"):
-            print(result.stdout.read()[-5000:])
+            print(result.stdout.read()[-5000 if os.environ["BENCH_PROFILE"] != "all" else -60000:])
         changed = {h: c for h, c in (result.stats.get("changed") or {}).items() if c}
         if changed:
             raise SystemExit("the rerun changed %s" % changed)
-        bare, _, bare_calls, bare_connections, bare_sessions = measured(os.path.join(REPO, "bench", "noop8.yml"),
-                                                                        hosts, args.size, args.strategy)
+        bare, bare_result, bare_calls, bare_connections, bare_sessions = measured(
+            os.path.join(REPO, "bench", "noop8.yml"), hosts, args.size, args.strategy)
         inside, _, _, _, _ = measured(os.path.join(REPO, "bench", "noop8_container.yml"), hosts, args.size,
                                       args.strategy)
         row = {"nodes": args.size, "strategy": args.strategy or "linear", "converge_s": round(converge, 1),
@@ -234,7 +238,8 @@ def main():
                "noop8_s": round(bare, 1), "noop8_calls_per_host": round(bare_calls, 2),
                "noop8_connections_per_host": round(bare_connections, 2),
                "noop8_sessions_per_host": round(bare_sessions, 2), "ratio": round(rerun / bare, 2),
-               "noop8_in_container_s": round(inside, 1)}
+               "noop8_in_container_s": round(inside, 1),
+               "rerun_controller_cpu_s": round(result.cpu_s, 1), "noop8_controller_cpu_s": round(bare_result.cpu_s, 1)}
         print("%d SSH nodes (%s): converge %.1f s" % (args.size, row["strategy"], converge))
         print("  site.yml rerun: %6.1f s, per host %.2f module calls, %.2f SSH connections, %.2f sessions"
               % (rerun, calls, connections, sessions))
@@ -242,6 +247,8 @@ def main():
               % (bare, bare_calls, bare_connections, bare_sessions))
         print("  noop8 play in the training containers: %6.1f s" % inside)
         print("  ratio rerun / noop8: %.2f" % row["ratio"])
+        print("  controller CPU (user + system): rerun %.1f s, noop8 %.1f s"
+              % (row["rerun_controller_cpu_s"], row["noop8_controller_cpu_s"]))
         out = "/tmp/mtslime-bench-ssh-%d-%s.json" % (args.size, row["strategy"])
         with open(out, "w") as handle:
             json.dump(row, handle, indent=2)
