@@ -11,6 +11,7 @@ from ansible_collections.mtslime.posttrain.plugins.action import job_first_step 
 from ansible_collections.mtslime.posttrain.plugins.module_utils.slime_log import summarize_text
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils import first_step
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.waiting import Waiter
+from fake_clock import Clock
 
 LOG = "/w/logs/qwen3-8B.log"
 SID = "qwen3-8B-attempt-2"
@@ -116,17 +117,6 @@ class Script:
         if text is None:
             return {"failed": True, "msg": "train_progress: log_file %s does not exist (yet)" % LOG}
         return progress(text, module_args.get("status"))
-
-
-class Clock:
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.now += seconds
 
 
 ARGS = {"dashboard_url": "http://127.0.0.1:8772", "experiment": "qwen3-8B", "submission_id": SID, "log_file": LOG}

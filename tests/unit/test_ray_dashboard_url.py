@@ -10,6 +10,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.mtslime.posttrain.plugins.action import ray_cluster as action
 from ansible_collections.mtslime.posttrain.plugins.filter.ray import ray_dashboard_url
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.waiting import Waiter
+from fake_clock import Clock
 
 
 def test_dashboard_url_is_the_heads_loopback_view():
@@ -33,17 +34,6 @@ def test_no_other_place_builds_the_dashboard_url():
         capture_output=True, text=True, check=False,
     ).stdout
     assert found == ""
-
-
-class Clock:
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.now += seconds
 
 
 def probe_result(gpus, ready=False):

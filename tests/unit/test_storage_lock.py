@@ -14,6 +14,7 @@ from ansible_collections.mtslime.posttrain.plugins.module_utils import storage_l
 from ansible_collections.mtslime.posttrain.plugins.modules import storage_lock as module
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils import lock_rules
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.waiting import Waiter
+from fake_clock import Clock
 
 
 def holder(run="run1", node="node1", controller="ctl", pid=None, start=None):
@@ -96,20 +97,9 @@ def test_describe_names_holder_since_and_doing():
                     "doing: converting, 30%")
 
 
-class Clock:
-    def __init__(self):
-        self.now = 1000.0
-
-    def __call__(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.now += seconds
-
-
 def loop(tmp_path, mine, timeout=120, on_call=None):
     """The action's loop against the module on a real directory, with a fake clock."""
-    clock, said = Clock(), []
+    clock, said = Clock(1000.0), []
 
     def execute(margs):
         if on_call:

@@ -2,17 +2,7 @@
 from __future__ import annotations
 
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.waiting import Waiter, duration
-
-
-class Clock:
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.now += seconds
+from fake_clock import Clock
 
 
 def make(results, say_every=30):
