@@ -5,7 +5,7 @@ Every node's outgoing link is shaped with tc tbf (--rate, default 200mbit; the s
 10 ms of the rate, the minimum tc-tbf(8) asks for, and --latency to a 50 ms queue). For each N it measures, in
 one run:
   - one copy: seed -> one node;
-  - fan-out: the plan of module_utils/fanout_plan.py (one pipelined chain: each node pulls piece by piece from
+  - fan-out: the plan of module_utils/fanout/plan.py (one pipelined chain: each node pulls piece by piece from
     the previous one while that one still receives);
   - origin: every node pulls from the seed (the origin) at once, as N nodes downloading from one hub or mirror;
   - with --alternatives, rsync (bench/fanout_rsync.py: daemons on the same nodes and links) in a chain, a binary
@@ -31,8 +31,8 @@ sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
 sys.path.insert(0, os.path.join(REPO, "collections"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from ansible_collections.mtslime.posttrain.plugins.module_utils import fanout_agent as fa  # noqa: E402
-from ansible_collections.mtslime.posttrain.plugins.module_utils import fanout_plan as fp  # noqa: E402
+from ansible_collections.mtslime.posttrain.plugins.module_utils.fanout import agent as fa  # noqa: E402
+from ansible_collections.mtslime.posttrain.plugins.module_utils.fanout import plan as fp  # noqa: E402
 from fanout_bed import IMAGE, Bed, make_artifact  # noqa: E402
 from fanout_cpu import Meter  # noqa: E402
 

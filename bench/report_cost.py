@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What status.yml's report costs for a long run: reading every attempt's log on the node
-(module_utils/metric_series.py, what the train_metrics module does) and drawing the picture on
-the controller (plugin_utils/report_plot.py), for the guide's 3000 rollouts.
+(module_utils/logs/metric_series.py, what the train_metrics module does) and drawing the picture on
+the controller (plugin_utils/report/plot.py), for the guide's 3000 rollouts.
 
 The log is made with the generator of the test fixtures (tests/unit/data/report/make_logs.py:
 slime's line format, Ray prefixes, nan/inf), two attempts with a resume half way, plus N lines
@@ -25,8 +25,8 @@ sys.path.insert(0, os.path.join(REPO, "collections"))
 sys.path.insert(0, os.path.join(REPO, "tests", "unit", "data", "report"))
 
 import make_logs  # noqa: E402
-from ansible_collections.mtslime.posttrain.plugins.module_utils.metric_series import experiment_series  # noqa: E402
-from ansible_collections.mtslime.posttrain.plugins.plugin_utils.report_plot import render_png  # noqa: E402
+from ansible_collections.mtslime.posttrain.plugins.module_utils.logs.metric_series import experiment_series  # noqa: E402
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils.report.plot import render_png  # noqa: E402
 
 NOISE = '(SGLangEngine pid=4001) [2026-09-20 12:01:24] INFO:     127.0.0.1:45123 - "POST /generate HTTP/1.1" 200 OK'
 

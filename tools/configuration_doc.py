@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write docs/configuration.md from the inventory schema (plugins/plugin_utils/inventory_vars.py): every variable,
+"""Write docs/configuration.md from the inventory schema (plugins/plugin_utils/inventory/variables.py): every variable,
 its type and range, its default (inventory/group_vars/all/*.yml, roles/*/defaults/main.yml), who reads it (the
 roles and playbooks that name it), and the rules between variables. `--check` compares instead of writing.
 
@@ -19,10 +19,10 @@ import yaml
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "collections"))
 
-from ansible_collections.mtslime.posttrain.plugins.plugin_utils import known_flags  # noqa: E402
-from ansible_collections.mtslime.posttrain.plugins.plugin_utils.inventory_check import CLASS_NAMES  # noqa: E402
-from ansible_collections.mtslime.posttrain.plugins.plugin_utils.inventory_vars import TOPICS  # noqa: E402
-from ansible_collections.mtslime.posttrain.plugins.plugin_utils.schema import NAME_PATTERN, PATH_RULE  # noqa: E402
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils.training import known_flags  # noqa: E402
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils.inventory.check import CLASS_NAMES  # noqa: E402
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils.inventory.variables import TOPICS  # noqa: E402
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils.inventory.schema import NAME_PATTERN, PATH_RULE  # noqa: E402
 
 OUTPUT = os.path.join(REPO, "docs", "configuration.md")
 TEMPLATE = os.path.join(REPO, "tools", "configuration_doc.md.in")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Regenerate plugins/plugin_utils/known_flags.json: every flag slime's train.py accepts, with the type
+"""Regenerate plugins/plugin_utils/training/known_flags.json: every flag slime's train.py accepts, with the type
 its parser gives it, read off the parsers' source (no torch, no import of slime or Megatron).
 
     tools/known_flags.py --slime-git DIR --megatron-git DIR [--check]
@@ -30,7 +30,7 @@ import sys
 import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OUTPUT = os.path.join(REPO, "plugins", "plugin_utils", "known_flags.json")
+OUTPUT = os.path.join(REPO, "plugins", "plugin_utils", "training", "known_flags.json")
 SLIME_REVISIONS = ("v0.3.1", "624b824a8")
 MEGATRON_FILES = "megatron"
 

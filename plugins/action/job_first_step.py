@@ -1,13 +1,13 @@
 # Controller side of the first-step wait (documentation in plugins/modules/job_first_step.py): polls the
 # job's own status (ray_job state=status) and its log (train_progress) on the node, prints progress at
 # least every 30 s, warns about error lines the job survives, and fails only when the job is FAILED or
-# STOPPED or the time is up (the decisions: plugin_utils/first_step.py).
+# STOPPED or the time is up (the decisions: plugin_utils/job/first_step.py).
 from __future__ import annotations
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
-from ansible_collections.mtslime.posttrain.plugins.plugin_utils import first_step
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils.job import first_step
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.waiting import SAY_EVERY, Waiter, duration
 
 display = Display()

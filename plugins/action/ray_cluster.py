@@ -6,8 +6,8 @@
 from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
-from ansible_collections.mtslime.posttrain.plugins.module_utils.ray_api import parse_hostport
-from ansible_collections.mtslime.posttrain.plugins.module_utils.ray_cluster_text import failure_message
+from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.api import parse_hostport
+from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.cluster_text import failure_message
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.waiting import Waiter
 
 MODULE = "mtslime.posttrain.ray_cluster"

@@ -1,12 +1,12 @@
 # Controller side of mtslime.posttrain.storage_lock (documentation in plugins/modules/storage_lock.py):
 # every look at the lock is one short module call on the node; the waiting, the progress
-# lines and the decision that a holder is dead (plugins/plugin_utils/lock_rules.py) happen
+# lines and the decision that a holder is dead (plugins/plugin_utils/prepare/lock_rules.py) happen
 # here, so Ctrl-C of the run leaves nothing waiting on the node.
 from __future__ import annotations
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
-from ansible_collections.mtslime.posttrain.plugins.plugin_utils import lock_rules
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils.prepare import lock_rules
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.waiting import Waiter, duration
 
 MODULE = "mtslime.posttrain.storage_lock"

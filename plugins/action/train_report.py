@@ -9,8 +9,8 @@ import re
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible_collections.mtslime.posttrain.plugins.module_utils.common import atomic_write
-from ansible_collections.mtslime.posttrain.plugins.plugin_utils.report_html import page
-from ansible_collections.mtslime.posttrain.plugins.plugin_utils.report_plot import PlotUnavailable, render_png
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils.report.html import page
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils.report.plot import PlotUnavailable, render_png
 
 MODULE_ARGS = ("log_dir", "model_name", "experiment", "submission_ids", "extra_metrics", "max_points")
 SAFE_NAME = re.compile(r"^[A-Za-z0-9_.@+-]+$")
@@ -109,6 +109,6 @@ class ActionModule(ActionBase):
 
 def _empty_status(name, args):
     """The page's frame when no status was passed (the report run on its own)."""
-    from ansible_collections.mtslime.posttrain.plugins.plugin_utils.status_doc import cluster_status
+    from ansible_collections.mtslime.posttrain.plugins.plugin_utils.report.status_doc import cluster_status
 
     return cluster_status(cluster={"name": name}, head=name, experiment=args.get("experiment"))

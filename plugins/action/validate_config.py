@@ -6,10 +6,11 @@ import re
 
 from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
-from ansible_collections.mtslime.posttrain.plugins.plugin_utils import inventory_check, topology
-from ansible_collections.mtslime.posttrain.plugins.plugin_utils.inventory_vars import VARS
-from ansible_collections.mtslime.posttrain.plugins.plugin_utils.problems import numbered
-from ansible_collections.mtslime.posttrain.plugins.plugin_utils.var_origin import Origins
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils.inventory import check as inventory_check
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils.fleet import topology
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils.inventory.variables import VARS
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils.inventory.problems import numbered
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils.inventory.var_origin import Origins
 
 # What the cluster layout is made of (templated first: the other values may use slime_cluster_info).
 LAYOUT = ("slime_cluster", "slime_storage", "slime_node_ip", "ansible_host", "ansible_default_ipv4",

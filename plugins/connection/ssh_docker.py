@@ -65,7 +65,7 @@ from ansible.plugins.connection import ssh  # noqa: E402
 from ansible.plugins.loader import connection_loader  # noqa: E402
 from ansible.utils.display import Display  # noqa: E402
 
-from ansible_collections.mtslime.posttrain.plugins.plugin_utils import container_exec  # noqa: E402
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils.connection import container_exec  # noqa: E402
 
 display = Display()
 

@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.mtslime.posttrain.plugins.plugin_utils import ssh_diagnosis, stage_target
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils.connection import ssh_diagnosis, stage_target
 
 
 def slime_stage_target(node, container):
     """Where the stage plays of a node run: {connection, host, become, python, container, docker_sudo,
-    docker_user, docker_extra_args} (plugin_utils/stage_target.py)."""
+    docker_user, docker_extra_args} (plugin_utils/connection/stage_target.py)."""
     try:
         return stage_target.stage_target(dict(node), dict(container))
     except stage_target.StageTargetError as exc:

@@ -1,8 +1,8 @@
-# The fan-out plan for the fanout plays (module_utils/fanout_plan.py).
+# The fan-out plan for the fanout plays (module_utils/fanout/plan.py).
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.mtslime.posttrain.plugins.module_utils import fanout_plan
+from ansible_collections.mtslime.posttrain.plugins.module_utils.fanout import plan as fanout_plan
 
 
 def slime_fanout_plan(storages, holders=(), external_seed=None, failed=(), port=8765):

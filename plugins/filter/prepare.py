@@ -1,7 +1,7 @@
-# Filters of the prepare flow (roles/prepare): its decisions (plugin_utils/prepare_flow.py).
+# Filters of the prepare flow (roles/prepare): its decisions (plugin_utils/prepare/flow.py).
 from __future__ import annotations
 
-from ansible_collections.mtslime.posttrain.plugins.plugin_utils import prepare_flow
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils.prepare import flow as prepare_flow
 
 
 def slime_prepare_decision(target_done, lock, node, producer=None):

@@ -9,9 +9,10 @@ import re
 import shlex
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.mtslime.posttrain.plugins.plugin_utils import paths, topology
-from ansible_collections.mtslime.posttrain.plugins.plugin_utils import train_args as ta
-from ansible_collections.mtslime.posttrain.plugins.plugin_utils.schema import CONTROL_RE, as_int
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils.fleet import paths, topology
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils.imports import module_utils_closure
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils.training import args as ta
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils.inventory.schema import CONTROL_RE, as_int
 
 BASH_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -134,15 +135,24 @@ def slime_collect(hostvars, nodes, name, default=None):
 
 
 MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
+MODULE_UTILS_FILE = re.compile(r"(?:[a-z_][a-z0-9_]*/)*[a-z_][a-z0-9_]*\.py")
 
 
 def slime_module_utils_copies(names, directory, mode="0640"):
-    """[{path, content, mode}]: copies of the collection's module_utils files `names` under `directory`,
-    for the run directory's .mtslime/ (the run script runs the job plan from there)."""
-    copies = []
-    for name in names or []:
-        if not re.fullmatch(r"[a-z_][a-z0-9_]*\.py", str(name)):
+    """[{path, content, mode}]: copies of the collection's module_utils files `names` (paths under module_utils/,
+    such as job/plan.py) and of every module_utils file they import (imports.module_utils_closure), under
+    `directory` in the same layout, for the run directory's .mtslime/ (the run script runs the job plan from
+    there). The files of `names` come first, in order."""
+    names = [str(name) for name in names or []]
+    for name in names:
+        if not MODULE_UTILS_FILE.fullmatch(name):
             raise AnsibleFilterError("slime_module_utils_copies: %r is not a module_utils file name" % (name,))
+    try:
+        closure = module_utils_closure(names)
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise AnsibleFilterError("slime_module_utils_copies: %s" % exc) from exc
+    copies = []
+    for name in closure:
         try:
             with open(os.path.join(MODULE_UTILS, name), encoding="utf-8") as handle:
                 content = handle.read()

@@ -1,8 +1,8 @@
 # Filters of status.yml's report play (playbooks/plays/report.yml): the status of a
-# training cluster as data (plugin_utils/status_doc.py, schema docs/status.schema.json).
+# training cluster as data (plugin_utils/report/status_doc.py, schema docs/status.schema.json).
 from __future__ import annotations
 
-from ansible_collections.mtslime.posttrain.plugins.plugin_utils import status_doc
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils.report import status_doc
 
 
 def slime_status(job, progress=None, checkpoint=None, manifest=None, cluster=None, head=None, experiment=None,

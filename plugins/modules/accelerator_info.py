@@ -141,7 +141,11 @@ problems:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.mtslime.posttrain.plugins.module_utils.accelerator import failure_message, probe, problems_for
+from ansible_collections.mtslime.posttrain.plugins.module_utils.preflight.accelerator import (
+    failure_message,
+    probe,
+    problems_for,
+)
 
 ARGUMENT_SPEC = dict(
     vendor=dict(type="str", choices=["auto", "musa", "cuda"], default="auto"),

@@ -128,9 +128,9 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.mtslime.posttrain.plugins.module_utils import storage_lease
+from ansible_collections.mtslime.posttrain.plugins.module_utils.prepare import lock as storage_lease
 from ansible_collections.mtslime.posttrain.plugins.module_utils.common import human_bytes, tree_bytes
-from ansible_collections.mtslime.posttrain.plugins.module_utils.logscan import (
+from ansible_collections.mtslime.posttrain.plugins.module_utils.logs.scan import (
     fatal_error_in_file,
     first_error_in_file,
     last_line,

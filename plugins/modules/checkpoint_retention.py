@@ -145,9 +145,9 @@ actions:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.mtslime.posttrain.plugins.module_utils import retention
+from ansible_collections.mtslime.posttrain.plugins.module_utils.checkpoint import retention
 from ansible_collections.mtslime.posttrain.plugins.module_utils.common import human_bytes, tree_bytes
-from ansible_collections.mtslime.posttrain.plugins.module_utils.slime_log import LOADED, clean_line
+from ansible_collections.mtslime.posttrain.plugins.module_utils.logs.slime import LOADED, clean_line
 
 LOG_HEAD_BYTES = 8 * 1024 * 1024
 

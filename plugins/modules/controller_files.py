@@ -25,7 +25,7 @@ options:
     required: true
   root:
     description: A file whose C(path) is under O(root) keeps its path relative to it (for example
-      C(.mtslime/job_plan.py))
+      C(.mtslime/job/plan.py))
       instead of its base name.
     type: path
   dir_mode:

@@ -130,7 +130,7 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.mtslime.posttrain.plugins.module_utils.common import atomic_write, read_text, text_diff
-from ansible_collections.mtslime.posttrain.plugins.module_utils.converter_patch import (
+from ansible_collections.mtslime.posttrain.plugins.module_utils.checkpoint.converter_patch import (
     BLOCK_VAR,
     AnchorError,
     analyse,

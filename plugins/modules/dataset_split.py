@@ -22,8 +22,8 @@ description:
     whose outputs are unchanged reports C(changed=false) and writes nothing; a changed input, a changed parameter,
     or a modified or missing output makes it split again."
   - An existing output that this module did not write (or that was modified since) is kept when the new content is
-    identical, and otherwise moved aside to C(<path>.replaced-<UTC time>) (C(module_utils/aside.py)) before the
-    new file takes its place (see RV(moved_to)).
+    identical, and otherwise moved aside to C(<path>.replaced-<UTC time>) (C(module_utils/artifacts/aside.py))
+    before the new file takes its place (see RV(moved_to)).
   - Needs pandas with a Parquet engine (pyarrow) in the Python that runs the module (the training container's).
 options:
   input:
@@ -145,7 +145,7 @@ import os
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.mtslime.posttrain.plugins.module_utils.aside import move_aside
+from ansible_collections.mtslime.posttrain.plugins.module_utils.artifacts.aside import move_aside
 from ansible_collections.mtslime.posttrain.plugins.module_utils.common import atomic_write, sha256_file
 
 STATE_VERSION = 1

@@ -177,7 +177,8 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.mtslime.posttrain.plugins.module_utils import aside, fanout_agent
+from ansible_collections.mtslime.posttrain.plugins.module_utils.artifacts import aside
+from ansible_collections.mtslime.posttrain.plugins.module_utils.fanout import agent as fanout_agent
 
 RECORD_SUFFIX = ".fanout.json"
 

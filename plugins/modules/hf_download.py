@@ -156,7 +156,7 @@ import urllib.parse
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.mtslime.posttrain.plugins.module_utils.common import atomic_write, human_bytes
-from ansible_collections.mtslime.posttrain.plugins.module_utils.http_fetch import FetchError, Fetcher, redact
+from ansible_collections.mtslime.posttrain.plugins.module_utils.artifacts.http_fetch import FetchError, Fetcher, redact
 
 INDEX = "model.safetensors.index.json"
 SINGLE = "model.safetensors"

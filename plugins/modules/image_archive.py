@@ -98,7 +98,7 @@ actions:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.mtslime.posttrain.plugins.module_utils import aside, image_archive
+from ansible_collections.mtslime.posttrain.plugins.module_utils.artifacts import aside, image_archive
 
 
 def size_of(path):

@@ -22,8 +22,8 @@ description:
   - A conversion is complete when C(latest_checkpointed_iteration.txt) says C(release), C(release/) is complete, and
     neither C(iter_0000001/) nor C(release/iter_0000001/) exists. A training directory is complete when the iteration
     the tracker names is complete. A 0-byte tracker counts as no tracker.
-  - Where a training job resumes after a damaged save is decided by the resume rule (C(mcore.resume_plan)), which
-    M(mtslime.posttrain.ray_job) applies; this module only reports.
+  - Where a training job resumes after a damaged save is decided by the resume rule
+    (C(module_utils/checkpoint/resume.py)), which M(mtslime.posttrain.ray_job) applies; this module only reports.
   - Optionally records, or compares with, the fingerprint of the Hugging Face model a conversion came from
     (file C(<path>/.mtslime_conversion.json)), moves an interrupted or stale directory aside to
     C(<path>.<state>-<YYYYmmddTHHMMSSZ>) (UTC; never deletes), or fails on chosen states.
@@ -263,9 +263,9 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.mtslime.posttrain.plugins.module_utils.aside import aside_name, move_aside
+from ansible_collections.mtslime.posttrain.plugins.module_utils.artifacts.aside import aside_name, move_aside
 from ansible_collections.mtslime.posttrain.plugins.module_utils.common import atomic_write, text_diff
-from ansible_collections.mtslime.posttrain.plugins.module_utils.mcore import (
+from ansible_collections.mtslime.posttrain.plugins.module_utils.checkpoint.mcore import (
     CONVERSION_RECORD,
     inspect_checkpoint,
     read_conversion_record,

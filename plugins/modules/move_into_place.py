@@ -10,8 +10,8 @@ short_description: Move checked output from its temporary directory into place, 
 version_added: "0.1.0"
 description:
   - The last step of the prepare flow (roles/prepare). O(src), produced and checked next to the target, becomes
-    O(dest). What O(dest) held before is moved aside to C(<dest>.<reason>-<UTC time>) (plugins/module_utils/aside.py),
-    never deleted, and every such path is returned and printed.
+    O(dest). What O(dest) held before is moved aside to C(<dest>.<reason>-<UTC time>)
+    (plugins/module_utils/artifacts/aside.py), never deleted, and every such path is returned and printed.
   - With O(merge), O(src) is a directory of files that go into the directory O(dest) one by one (the data files);
     a file that is there and differs is moved aside first, one that is there and identical stays.
 options:
@@ -82,7 +82,7 @@ import filecmp
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.mtslime.posttrain.plugins.module_utils.aside import aside_name, move_aside
+from ansible_collections.mtslime.posttrain.plugins.module_utils.artifacts.aside import aside_name, move_aside
 
 
 def plan(src, dest, merge):

@@ -246,15 +246,15 @@ import os
 import shutil
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.mtslime.posttrain.plugins.module_utils.accelerator import (
+from ansible_collections.mtslime.posttrain.plugins.module_utils.preflight.accelerator import (
     failure_message,
     probe,
     problems_for,
     tools_for,
 )
-from ansible_collections.mtslime.posttrain.plugins.module_utils.docker_engine import check_docker
-from ansible_collections.mtslime.posttrain.plugins.module_utils.preflight_disk import check_disk, check_shm
-from ansible_collections.mtslime.posttrain.plugins.module_utils.preflight_ports import check_ports
+from ansible_collections.mtslime.posttrain.plugins.module_utils.preflight.docker_engine import check_docker
+from ansible_collections.mtslime.posttrain.plugins.module_utils.preflight.disk import check_disk, check_shm
+from ansible_collections.mtslime.posttrain.plugins.module_utils.preflight.ports import check_ports
 
 
 def check_commands(names):

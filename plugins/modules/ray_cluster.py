@@ -190,7 +190,7 @@ elapsed:
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.mtslime.posttrain.plugins.module_utils.ray_api import (
+from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.api import (
     PORT_HINT,
     RayApiError,
     RayClient,
@@ -199,7 +199,7 @@ from ansible_collections.mtslime.posttrain.plugins.module_utils.ray_api import (
     probe_port,
     url_port,
 )
-from ansible_collections.mtslime.posttrain.plugins.module_utils.ray_cluster_text import failure_message, progress_line
+from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.cluster_text import failure_message, progress_line
 
 
 def probe(client, gcs_host, gcs_port, expected_nodes, expected_gpus, request_timeout):

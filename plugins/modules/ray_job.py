@@ -13,21 +13,21 @@ description:
     (C(ray start --dashboard-port), 8772 in the guide). It needs no Ray on the controller.
   - "The jobs of the experiment are the jobs whose metadata C(mtslime_experiment) equals O(experiment),
     whatever their submission id (a job submitted by hand with that metadata counts; the role's run script plans
-    with the same module_utils job_plan.py and submits C(<experiment>-attempt-<N>) too), and the jobs whose
+    with the same module_utils job/plan.py and submits C(<experiment>-attempt-<N>) too), and the jobs whose
     submission id is C(<experiment>-attempt-<N>), the ids this module submits."
   - "O(state=running): when a job of the experiment is PENDING or RUNNING, nothing is submitted (several active
     jobs are all reported, with a warning). When the latest one SUCCEEDED, nothing is submitted (the experiment
     is finished). Otherwise (no job yet, or the latest FAILED or was STOPPED) attempt N+1 is submitted, N being the
     highest attempt number seen. Before that it refuses to submit, naming the job, when another active job on the
     cluster runs C(train.py) without this experiment's metadata (a job started by hand)."
-  - "Resume: with O(resume), the save directory goes through the resume rule (module_utils mcore.resume_plan, see
+  - "Resume: with O(resume), the save directory goes through the resume rule (module_utils checkpoint/resume.py, see
     docs/architecture.md): the newest complete iteration that has slime's data cursor (else the newest complete one,
     with a warning that the prompt order starts over). Newer iterations (incomplete, torn, or without a data cursor),
     their data cursors and a tracker naming them are moved aside (never deleted) and the tracker is rewritten to the
     chosen iteration; then the value of C(--load) in O(argv) becomes the save directory (C(--load <save_dir>) is
     appended when absent; the list is edited, never a string), so Megatron loads that iteration and slime continues at
     the next rollout (slime.md §4.3);
-    RV(resumed_from_iteration) says which. The decision (attempt, resume, argv) is module_utils job_plan.py, the same
+    RV(resumed_from_iteration) says which. The decision (attempt, resume, argv) is module_utils job/plan.py, the same
     program the rendered run script calls. With no complete iteration the argv is submitted unchanged and
     training starts from the converted checkpoint, as in the guide, with a warning. In check mode the moves are only
     predicted."
@@ -48,7 +48,7 @@ description:
     never overwritten. The follower is the guide's pipeline C(RAY_ADDRESS=<url> ray job logs <id> -f 2>&1 | sed -u -E
     's/\\x1B\\[[0-9;?]*[ -/]*[@-~]//g' > <file>) when the C(ray) CLI and C(sed) are on E(PATH), else the
     standard-library
-    program module_utils/log_follower.py, copied next to the log (C(.<stem>.follower.py)), that polls C(GET
+    program module_utils/job/log_follower.py, copied next to the log (C(.<stem>.follower.py)), that polls C(GET
     /api/jobs/<id>/logs). It runs in its
     own session, survives the end of the playbook, ends when the job ends, and its pid is kept in
     C(<log dir>/.<stem>.follower.pid). An alive follower of the active job is left alone; a dead one is restarted
@@ -168,7 +168,7 @@ options:
     default: false
   max_failures_at_step:
     description:
-      - "The crash-loop rule (C(module_utils/crash_loop.py)): when this many attempts in a row FAILED without
+      - "The crash-loop rule (C(module_utils/job/crash_loop.py)): when this many attempts in a row FAILED without
         passing the furthest step the earlier ones reached, no new attempt is submitted and the module fails with
         their history (status, step, exception line, FAQ hint). An attempt that gets past that step, or one that
         SUCCEEDED, resets the count. V(0) means no limit."
@@ -405,14 +405,14 @@ import re
 import shlex
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.mtslime.posttrain.plugins.module_utils import (
-    job_logs,
-    job_plan,
-    job_stop,
-    job_submit,
+from ansible_collections.mtslime.posttrain.plugins.module_utils.job import (
+    logs as job_logs,
+    plan as job_plan,
+    stop as job_stop,
+    submit as job_submit,
     run_files,
 )
-from ansible_collections.mtslime.posttrain.plugins.module_utils.job_result import (
+from ansible_collections.mtslime.posttrain.plugins.module_utils.job.result import (
     JobError,
     base_result,
     combine,
@@ -420,9 +420,9 @@ from ansible_collections.mtslime.posttrain.plugins.module_utils.job_result impor
     outcome,
     reported,
 )
-from ansible_collections.mtslime.posttrain.plugins.module_utils.manifest import manifest_dir
-from ansible_collections.mtslime.posttrain.plugins.module_utils import crash_loop
-from ansible_collections.mtslime.posttrain.plugins.module_utils.ray_api import RayApiError, RayClient, normalize_url
+from ansible_collections.mtslime.posttrain.plugins.module_utils.job.manifest import manifest_dir
+from ansible_collections.mtslime.posttrain.plugins.module_utils.job import crash_loop
+from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.api import RayApiError, RayClient, normalize_url
 
 EXPERIMENT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 RESTART_NOTE = "the running job keeps its arguments; stop it with playbooks/stop.yml to apply"
@@ -517,7 +517,7 @@ def request_of(params):
 
 
 class CrashLoopHook:
-    """What the crash-loop hooks (module_utils/crash_loop.py) write into: an outcome of their own."""
+    """What the crash-loop hooks (module_utils/job/crash_loop.py) write into: an outcome of their own."""
 
     def __init__(self, params, check):
         self.params, self.check = params, check

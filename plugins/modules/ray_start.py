@@ -14,7 +14,7 @@ description:
     recorded at C(ray start) (C(/tmp/ray/ray_current_cluster)) and whether it answers, which of the Ray ports
     something listens on - and, on a head, its GCS (gRPC) and dashboard, the nodes registered and the jobs that
     are PENDING or RUNNING (C(job_rules.is_active)).
-  - "It then decides (C(module_utils/ray_start_rules.py)): V(keep) - a head up on the configured ports with the
+  - "It then decides (C(module_utils/ray/start_rules.py)): V(keep) - a head up on the configured ports with the
     configured address, GPUs and CPUs, or a worker its head lists alive with its GPUs, is left alone;
     V(start) / V(join) - nothing runs, so C(ray start --head ...) or C(ray start --address ...) runs;
     V(restart) - C(ray stop) then C(ray start), for a head that differs, the remains of a dead head, or a worker
@@ -218,8 +218,8 @@ import datetime
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.mtslime.posttrain.plugins.module_utils.job_rules import is_active
-from ansible_collections.mtslime.posttrain.plugins.module_utils.ray_api import (
+from ansible_collections.mtslime.posttrain.plugins.module_utils.job.rules import is_active
+from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.api import (
     RayApiError,
     RayClient,
     normalize_url,
@@ -227,9 +227,9 @@ from ansible_collections.mtslime.posttrain.plugins.module_utils.ray_api import (
     probe_port,
     url_port,
 )
-from ansible_collections.mtslime.posttrain.plugins.module_utils.ray_common import ray_argument_spec
-from ansible_collections.mtslime.posttrain.plugins.module_utils.ray_node_probe import probe_node
-from ansible_collections.mtslime.posttrain.plugins.module_utils.ray_start_rules import (
+from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.common import ray_argument_spec
+from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.node_probe import probe_node
+from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.start_rules import (
     KEEP,
     REFUSE,
     decide,

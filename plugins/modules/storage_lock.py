@@ -119,7 +119,7 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.mtslime.posttrain.plugins.module_utils import storage_lease
+from ansible_collections.mtslime.posttrain.plugins.module_utils.prepare import lock as storage_lease
 
 
 def run(params, check_mode, now=None):

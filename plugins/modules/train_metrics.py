@@ -182,7 +182,7 @@ max_points:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.mtslime.posttrain.plugins.module_utils.metric_series import MAX_EXTRA, experiment_series
+from ansible_collections.mtslime.posttrain.plugins.module_utils.logs.metric_series import MAX_EXTRA, experiment_series
 
 
 def main():

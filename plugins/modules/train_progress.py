@@ -308,8 +308,8 @@ job_status:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.mtslime.posttrain.plugins.module_utils.ray_api import RayApiError, RayClient, normalize_url
-from ansible_collections.mtslime.posttrain.plugins.module_utils.slime_log import summarize_file, summarize_text
+from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.api import RayApiError, RayClient, normalize_url
+from ansible_collections.mtslime.posttrain.plugins.module_utils.logs.slime import summarize_file, summarize_text
 
 
 RAY_STATUSES = ("PENDING", "RUNNING", "SUCCEEDED", "FAILED", "STOPPED")

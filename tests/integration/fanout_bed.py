@@ -1,9 +1,9 @@
 """Node containers on a private network for the fan-out test and benchmark (bench/fanout.py).
 
 Each node is a container of the node-base test image (Debian's python3 and iproute2) with its own host directory
-as /data (nothing shared), NET_ADMIN for `tc`, and the collection's fanout_agent.py and fanout_pieces.py mounted
+as /data (nothing shared), NET_ADMIN for `tc`, and the collection's fanout/agent.py and fanout/pieces.py mounted
 read-only. Agents run
-with `docker exec`; their configuration comes from module_utils/fanout_plan.py, as the play's does."""
+with `docker exec`; their configuration comes from module_utils/fanout/plan.py, as the play's does."""
 from __future__ import annotations
 
 import json
@@ -14,8 +14,8 @@ import subprocess
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-AGENT = os.path.join(REPO, "plugins", "module_utils", "fanout_agent.py")
-PIECES = os.path.join(REPO, "plugins", "module_utils", "fanout_pieces.py")
+AGENT = os.path.join(REPO, "plugins", "module_utils", "fanout", "agent.py")
+PIECES = os.path.join(REPO, "plugins", "module_utils", "fanout", "pieces.py")
 IMAGE = "mtslime-test/node-base:current"
 PORT = 8765
 
@@ -45,7 +45,7 @@ class Bed:
             os.makedirs(self.data(name), exist_ok=True)
             sh("docker", "run", "-d", "--name", name, "--network", self.prefix, "--ip", self.ip(name),
                "--cap-add", "NET_ADMIN", "-v", "%s:/data" % self.data(name),
-               "-v", "%s:/opt/fanout/fanout_agent.py:ro" % AGENT, "-v", "%s:/opt/fanout/fanout_pieces.py:ro" % PIECES,
+               "-v", "%s:/opt/fanout/agent.py:ro" % AGENT, "-v", "%s:/opt/fanout/pieces.py:ro" % PIECES,
                "--label", "org.mtslime.test=" + self.prefix,
                self.image, "sleep", "infinity")
         return self
@@ -94,7 +94,7 @@ class Bed:
             with open(os.path.join(self.data(name), "fanout-config.json"), "w", encoding="utf-8") as handle:
                 json.dump(cfg, handle)
             procs[name] = subprocess.Popen(
-                ["docker", "exec", name, "python3", "/opt/fanout/fanout_agent.py", "run", "/data/fanout-config.json"],
+                ["docker", "exec", name, "python3", "/opt/fanout/agent.py", "run", "/data/fanout-config.json"],
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         return procs
 

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 import yaml
-from ansible_collections.mtslime.posttrain.plugins.plugin_utils.inventory_vars import COMPUTED
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils.inventory.variables import COMPUTED
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.path.dirname(sys.executable)

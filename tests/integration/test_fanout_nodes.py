@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from ansible_collections.mtslime.posttrain.plugins.module_utils import fanout_agent as fa
-from ansible_collections.mtslime.posttrain.plugins.module_utils import fanout_plan as fp
+from ansible_collections.mtslime.posttrain.plugins.module_utils.fanout import agent as fa
+from ansible_collections.mtslime.posttrain.plugins.module_utils.fanout import plan as fp
 
 from fanout_bed import Bed, make_artifact
 

@@ -113,14 +113,17 @@ def test_render_writes_three_files_with_tight_modes(tmp_path, jobs_api):
     node = render(tmp_path, "-e", "ray_dashboard_port=%d" % jobs_api.server_port)
     modes = {p.name: oct(p.stat().st_mode & 0o777) for p in node.iterdir() if p.is_file()}
     assert modes == {"hostfile": "0o640", "run-qwen3-8B.sh": "0o750", "runtime_env.yaml": "0o640"}
-    # the job plan the script runs, copied byte for byte from the collection's module_utils
+    # the job plan the script runs and what it imports, copied byte for byte from the collection's module_utils,
+    # in the same layout
     plan_dir = node / ".mtslime"
     utils = os.path.join(REPO, "plugins", "module_utils")
-    assert sorted(p.name for p in plan_dir.iterdir()) == sorted(
-        ["job_plan.py", "job_rules.py", "mcore.py", "mcore_resume.py", "dcp_metadata.py", "aside.py", "common.py"])
-    for copy in plan_dir.iterdir():
-        assert copy.read_text() == open(os.path.join(utils, copy.name)).read(), copy.name
-        assert oct(copy.stat().st_mode & 0o777) == "0o640"
+    copies = sorted(str(p.relative_to(plan_dir)) for p in plan_dir.rglob("*") if p.is_file())
+    assert copies == ["artifacts/__init__.py", "artifacts/aside.py", "checkpoint/__init__.py",
+                      "checkpoint/dcp_metadata.py", "checkpoint/layout.py", "checkpoint/mcore.py",
+                      "checkpoint/resume.py", "common.py", "job/__init__.py", "job/plan.py", "job/rules.py"]
+    for name in copies:
+        assert (plan_dir / name).read_text() == open(os.path.join(utils, name)).read(), name
+        assert oct((plan_dir / name).stat().st_mode & 0o777) == "0o640"
     hostfile = (node / "hostfile").read_text().splitlines()
     assert len(hostfile) == 1 and hostfile[0].endswith(" slots=8")
     env = yaml.safe_load((node / "runtime_env.yaml").read_text())
@@ -226,7 +229,7 @@ def test_cuda_nodes_get_the_cuda_profile(tmp_path, jobs_api):
 
 
 def test_script_run_by_hand_resumes_by_the_modules_rule(tmp_path, jobs_api):
-    """The rendered script decides resume with the module's job_plan.py (.mtslime/): iteration 5 has a
+    """The rendered script decides resume with the module's job/plan.py (.mtslime/): iteration 5 has a
     metadata.json (the old script's whole test) but no .metadata, so it is torn and moved aside, and the job loads
     the newest complete iteration, 2, from the save dir; the tracker names it."""
     sys.path.insert(0, os.path.join(REPO, "tests", "unit"))

@@ -60,7 +60,7 @@ RECORDER = textwrap.dedent("""\
         sys.stdout.write(sys.stdin.read().split(" ")[0] + "\\n")
     elif name == "mkdir":  # the log directory, under the test's own directory
         os.makedirs(args[-1], exist_ok=True)
-    elif name == "python3" and args[:2] == [".mtslime/job_plan.py", "next"]:
+    elif name == "python3" and args[:2] == [".mtslime/job/plan.py", "next"]:
         # the job plan: its answer, the submission id and the argv given, NUL-separated
         experiment = args[args.index("--experiment") + 1]
         tokens = [experiment + "-attempt-1"] + args[args.index("--") + 1:]
@@ -153,7 +153,7 @@ def test_only_the_intended_commands_run_with_the_intended_arguments(rendered, ho
     assert ["mkdir", "-p", logs] in calls
     job_id = "%s-attempt-1" % experiment
     assert ["ln", "-sfn", "%s.%s.log" % (model, job_id), "%s/%s.log" % (logs, model)] in calls
-    plans = [call for call in calls if call[:3] == ["python3", ".mtslime/job_plan.py", "next"]]
+    plans = [call for call in calls if call[:3] == ["python3", ".mtslime/job/plan.py", "next"]]
     assert len(plans) == 1, calls
     plan = plans[0]
     assert plan[3:7] == ["--dashboard", "http://127.0.0.1:8772", "--experiment", experiment]

@@ -11,7 +11,8 @@ import sys
 
 import pytest
 
-from ansible_collections.mtslime.posttrain.plugins.module_utils import dcp_metadata, mcore
+from ansible_collections.mtslime.posttrain.plugins.module_utils.checkpoint import dcp_metadata, layout, mcore
+from ansible_collections.mtslime.posttrain.plugins.module_utils.checkpoint.resume import resume_plan
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ROOTFS = os.path.join(REPO, "tests", "standins", "rootfs")
@@ -47,7 +48,7 @@ def iter_dir(bed, iteration):
 def test_saves_like_megatron_two_shards_per_rank_then_the_data_cursor(bed):
     run = train(bed, "--num-rollout", "4", "--save-interval", "2")
     assert run.returncode == 0, run.stderr
-    assert mcore.iterations_of(str(bed / "save")) == [1, 3]  # (r+1) % 2 == 0, and the last rollout
+    assert layout.iterations_of(str(bed / "save")) == [1, 3]  # (r+1) % 2 == 0, and the last rollout
     names = sorted(os.listdir(iter_dir(bed, 3)))
     assert names == [".metadata"] + ["__%d_%d.distcp" % (r, k) for r in range(4) for k in (0, 1)] + [
         "common.pt", "metadata.json"]
@@ -58,11 +59,11 @@ def test_saves_like_megatron_two_shards_per_rank_then_the_data_cursor(bed):
     with open(os.path.join(iter_dir(bed, 3), "metadata.json")) as handle:
         assert json.load(handle)["common_backend"] == "torch"
     order = [os.path.join(iter_dir(bed, 3), ".metadata"), os.path.join(iter_dir(bed, 3), "metadata.json"),
-             str(bed / "save" / mcore.TRACKER), str(bed / "save" / "rollout" / "global_dataset_state_dict_3.pt")]
+             str(bed / "save" / layout.TRACKER), str(bed / "save" / "rollout" / "global_dataset_state_dict_3.pt")]
     stamps = [os.stat(path).st_mtime_ns for path in order]
     assert stamps == sorted(stamps), "Megatron's order: .metadata, metadata.json, tracker, then slime's cursor"
     assert not os.path.exists(os.path.join(iter_dir(bed, 3), ".metadata.tmp"))
-    assert mcore.resume_plan(str(bed / "save"))["resume_iteration"] == 3
+    assert resume_plan(str(bed / "save"))["resume_iteration"] == 3
     lines = re.findall(r"^\(MegatronTrainRayActor pid=\d+\) (?:  )?\[[\d\- :]+\.\d{6}\] (.*)$", run.stdout, re.M)
     assert lines == ["saving checkpoint at iteration       1 to %s in torch_dist format" % (bed / "save"),
                      "successfully saved checkpoint from iteration       1 to %s [ t 1/2, p 1/1 ]" % (bed / "save"),
@@ -91,14 +92,14 @@ def test_no_save_without_save_interval(bed):
     ("before_metadata", "shards", 1, [("iter_0000003", "incomplete")]),
     ("before_metadata_json", "no_metadata_json", 1, [("iter_0000003", "incomplete")]),
     ("before_tracker", "complete", 1, [("iter_0000003", "no-data-state")]),
-    ("before_data_state", "complete", 1, [("iter_0000003", "no-data-state"), (mcore.TRACKER, "no-data-state")]),
+    ("before_data_state", "complete", 1, [("iter_0000003", "no-data-state"), (layout.TRACKER, "no-data-state")]),
 ])
 def test_a_kill_at_each_point_of_the_save(bed, point, stage, resume, moved):
     run = train(bed, "--num-rollout", "6", "--save-interval", "2", die_in_save=point, die_in_save_iteration=3)
     assert run.returncode == -9, run.stderr  # SIGKILL: no traceback, no cleanup
     assert "stand-in: killed at %s of the save of iteration 3" % point in run.stderr
     assert mcore.check_checkpoint_dir(iter_dir(bed, 3))["stage"] == stage
-    plan = mcore.resume_plan(str(bed / "save"))
+    plan = resume_plan(str(bed / "save"))
     assert plan["resume_iteration"] == resume
     assert [(os.path.basename(m["path"]), m["reason"]) for m in plan["moves"]] == moved
     if point == "mid_shards":
@@ -130,10 +131,10 @@ def test_resume_reads_the_tracker_and_the_data_cursor(bed):
 
 def test_an_empty_tracker_makes_megatron_exit(bed):
     assert train(bed, "--num-rollout", "2", "--save-interval", "2").returncode == 0
-    open(str(bed / "save" / mcore.TRACKER), "w").close()
+    open(str(bed / "save" / layout.TRACKER), "w").close()
     run = train(bed, "--num-rollout", "4", "--save-interval", "2")
     assert run.returncode == 0
-    assert "ERROR: Invalid metadata file %s. Exiting" % (bed / "save" / mcore.TRACKER) in run.stdout
+    assert "ERROR: Invalid metadata file %s. Exiting" % (bed / "save" / layout.TRACKER) in run.stdout
     assert " - step " not in run.stdout
 
 

@@ -16,7 +16,7 @@ import uuid
 
 import pytest
 
-from ansible_collections.mtslime.posttrain.plugins.module_utils import logscan
+from ansible_collections.mtslime.posttrain.plugins.module_utils.logs import scan as logscan
 
 pytestmark = pytest.mark.docker
 
@@ -188,7 +188,7 @@ def test_unpatched_converter_fails_on_musa_node(container):
 
 def test_failed_nccl_conversion_under_torchrun_prints_the_launcher_noise(container):
     """CUDA simulated: the ranks' NCCL groups exist when rank 0 dies, so c10d warns at its exit; the failure report
-    (logscan, as async_progress uses it) still names rank 0's exception."""
+    (logs/scan.py, as async_progress uses it) still names rank 0's exception."""
     r = exec_sh(container, "rm -rf /tmp/nccl_die; " + CONVERT.format(script=PRISTINE, save="/tmp/nccl_die"),
                 env={"MTSLIME_STANDIN_CUDA": "1", "MTSLIME_STANDIN_CONVERT_DIE_AT": "before_save",
                      "MTSLIME_STANDIN_CONVERT_SECONDS": "0.3"})

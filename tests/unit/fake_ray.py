@@ -18,7 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from ansible_collections.mtslime.posttrain.plugins.module_utils import ray_api
+from ansible_collections.mtslime.posttrain.plugins.module_utils.ray import api as ray_api
 
 DATA = Path(__file__).parent / "data" / "ray"
 RECORDED = json.loads((DATA / "responses.json").read_text())["samples"]

@@ -12,7 +12,7 @@ import shlex
 import yaml
 from jinja2.nativetypes import NativeEnvironment
 
-from ansible_collections.mtslime.posttrain.plugins.plugin_utils import paths, topology
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils.fleet import paths, topology
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -5,8 +5,8 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.mtslime.posttrain.plugins.filter import slime
-from ansible_collections.mtslime.posttrain.plugins.plugin_utils import known_flags
-from ansible_collections.mtslime.posttrain.plugins.plugin_utils import train_args as ta
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils.training import known_flags
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils.training import args as ta
 
 
 def test_flag_tokens_types():

@@ -4,8 +4,8 @@ attempts by then: the retention check below stops and resubmits the job twice, a
 full verify check_20 has crashed, killed and stopped it before); and a run with
 save-interval 1 and train_job_keep_checkpoints 3 keeps 3 (plus what the rule protects).
 
-Retention runs as roles/train_job runs it once the lead wires the task in (site.yml with
-train_job_keep_checkpoints); until then this check runs the same module from
+Retention is meant to run from roles/train_job (site.yml with train_job_keep_checkpoints), which
+does not run it yet; until it does, this check runs the same module from
 retention_direct.yml. Set MTSLIME_REVIEW_DIR to keep a copy of the picture and the page."""
 from __future__ import annotations
 
