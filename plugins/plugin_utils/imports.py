@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import os
 
 PREFIX = "ansible_collections.mtslime.posttrain."
@@ -40,6 +41,18 @@ def _absolute(node, name, is_package):
     return ".".join(base + ([node.module] if node.module else []))
 
 
+def _statements(nodes):
+    """Every statement of `nodes`, nested ones (in functions, classes, try, if, with, loops, match) included; an
+    import is a statement, so expressions are not visited."""
+    for node in nodes:
+        if isinstance(node, ast.stmt):
+            yield node
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            inner = getattr(node, field, None)
+            if isinstance(inner, list):
+                yield from _statements(inner)
+
+
 def collection_imports(path, plugins=PLUGINS):
     """The collection modules, as dotted names from "plugins.", that the file `path` imports anywhere in it
     (inside functions and try blocks too), each once, in order of appearance. `from P import x` names P.x when
@@ -58,7 +71,7 @@ def collection_imports(path, plugins=PLUGINS):
         if dotted not in found:
             found.append(dotted)
 
-    for node in ast.walk(tree):
+    for node in _statements(tree.body):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.startswith(PREFIX):
@@ -90,7 +103,13 @@ def module_utils_closure(entries, plugins=PLUGINS):
     """The files, as paths relative to module_utils/ ("job/plan.py"), that the module_utils files `entries`
     (relative paths too) need to run: the entries, every module_utils file they import directly or not, and the
     __init__.py of each package an imported module is in. Entries first, in order, then the rest sorted.
-    Raises ValueError naming an entry that is not a module_utils file."""
+    Raises ValueError naming an entry that is not a module_utils file. Computed once per process (the roles
+    template it for every node)."""
+    return list(_closure(tuple(entries), plugins))
+
+
+@functools.lru_cache(maxsize=32)
+def _closure(entries, plugins):
     root = os.path.join(plugins, "module_utils")
     todo, seen = [], set()
     for entry in entries:
@@ -113,4 +132,4 @@ def module_utils_closure(entries, plugins=PLUGINS):
                     todo.append(dependency)
     paths = [os.path.relpath(module_file(name, plugins), root).replace(os.sep, "/") for name in names]
     first = paths[:len(entries)]
-    return first + sorted(set(paths[len(entries):]) - set(first))
+    return tuple(first + sorted(set(paths[len(entries):]) - set(first)))

@@ -147,3 +147,33 @@ def test_writer_is_the_first_node_using_the_path():
     storage = {"name": "nfs", "leader": "a", "nodes": ["a", "b", "c"]}
     assert slime.slime_writer(hv, storage, "m", "/data/4b") == "b"
     assert slime.slime_writer(hv, storage, "m", "/data/8b") == "a"
+
+
+def test_module_utils_copies_are_the_files_and_what_they_import_in_module_utils_layout():
+    utils = slime.MODULE_UTILS
+    copies = slime.slime_module_utils_copies(["job/plan.py"], "/w/.mtslime/", mode="0600")
+    paths = [copy["path"] for copy in copies]
+    assert paths[0] == "/w/.mtslime/job/plan.py"
+    for name in ("job/rules.py", "job/__init__.py", "checkpoint/resume.py", "checkpoint/layout.py",
+                 "checkpoint/__init__.py", "artifacts/aside.py", "common.py"):
+        assert "/w/.mtslime/" + name in paths, name
+    assert paths[1:] == sorted(paths[1:]) and len(set(paths)) == len(paths)
+    assert not [path for path in paths if "/ray/" in path or "/logs/" in path], "only what job/plan.py imports"
+    for copy in copies:
+        with open(utils + copy["path"][len("/w/.mtslime"):]) as handle:
+            assert copy["content"] == handle.read() and copy["mode"] == "0600"
+    # a program that imports nothing of the collection is copied alone
+    assert [c["path"] for c in slime.slime_module_utils_copies(["job/rules.py"], "/")] == ["/job/rules.py"]
+    assert slime.slime_module_utils_copies(None, "/") == []
+
+
+@pytest.mark.parametrize("name, text", [
+    ("../filter/slime.py", "'../filter/slime.py' is not a module_utils file name"),
+    ("/etc/passwd", "'/etc/passwd' is not a module_utils file name"),
+    ("job/plan.pyc", "'job/plan.pyc' is not a module_utils file name"),
+    ("job_plan.py", "job_plan.py is not a file under "),
+])
+def test_module_utils_copies_refuse_what_is_not_a_module_utils_file(name, text):
+    with pytest.raises(AnsibleFilterError, match="slime_module_utils_copies: ") as caught:
+        slime.slime_module_utils_copies([name], "/w")
+    assert text in str(caught.value)
