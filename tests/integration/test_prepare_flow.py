@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -107,6 +108,7 @@ def test_a_live_holder_is_waited_for_then_given_up_on_naming_it(tmp_path):
                    "controller_pid": os.getpid(), "since": time.time(), "renewed": time.time(), "lease": 300,
                    "doing": "converting, last: saving shard 3"}, handle)
     code, text = finish(start(target, "-e", "fake_lock_timeout=4"))
-    assert code != 0 and "gave up after 4s" in text
+    # the lock timeout is 4 s; a loaded machine's module calls can stretch the wait by a second or two
+    assert code != 0 and re.search(r"gave up after [4-9]s \(the lock timeout\)", text), text[-2000:]
     assert "held by run other of node node9" in text and "doing: converting, last: saving shard 3" in text
     assert holder(lock)["run_id"] == "other" and starts(target) == 0
