@@ -9,10 +9,22 @@
 # for that job, with progress, instead of starting a second one. Otherwise it produces.
 from __future__ import annotations
 
-VERIFY, ADOPT, PRODUCE = "verify", "adopt", "produce"
+from typing import Any, Final, Literal, Mapping, TypedDict
+
+VERIFY: Final = "verify"
+ADOPT: Final = "adopt"
+PRODUCE: Final = "produce"
 
 
-def adoptable_job(lock, node):
+class Decision(TypedDict):
+    """What the flow does once it holds the lock (the filter slime_prepare_decision returns it as a dict)."""
+
+    action: Literal["verify", "adopt", "produce"]
+    jid: str | None  # the async job waited for: the adopted one (adopt), else None
+    why: str  # printed by the flow: "<target>: <why>."
+
+
+def adoptable_job(lock: Mapping[str, Any] | None, node: str) -> str | None:
     """The async job id a dead holder of this node left running, or None. Only a
     producer on this node can be adopted: its status file is in this node's async dir."""
     previous = (lock or {}).get("previous") or {}
@@ -22,8 +34,9 @@ def adoptable_job(lock, node):
     return None
 
 
-def decide(target_done, lock, node, producer=None):
-    """{action, jid, why}: what the flow does once it holds the lock.
+def decide(target_done: bool, lock: Mapping[str, Any] | None, node: str,
+           producer: Mapping[str, Any] | None = None) -> Decision:
+    """What the flow does once it holds the lock.
 
     target_done: the target passed its inspection after the lock was taken;
     lock: the storage_lock result; producer: the async_progress result for
