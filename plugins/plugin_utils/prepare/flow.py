@@ -34,6 +34,22 @@ def adoptable_job(lock: Mapping[str, Any] | None, node: str) -> str | None:
     return None
 
 
+def producer_job_id(job: Mapping[str, Any] | None) -> str:
+    """The async job id of the producer the caller's produce step started (the prepare role's option
+    _prepare_job: that task's registered result), or "" for a producer that ran in the foreground ({}).
+    A result without a job id is the caller's mistake: the flow would move a half-made output into place,
+    so it is refused, naming the option."""
+    if not job:
+        return ""
+    jid = job.get("ansible_job_id")
+    if jid:
+        return str(jid)
+    how = "was skipped" if job.get("skipped") else "did not run in the background"
+    raise ValueError("_prepare_job: the registered result of the produce step's task has no ansible_job_id (the task "
+                     "%s); pass the result of a task with async: <seconds> and poll: 0, or {} for a producer that "
+                     "runs in the foreground" % how)
+
+
 def decide(target_done: bool, lock: Mapping[str, Any] | None, node: str,
            producer: Mapping[str, Any] | None = None) -> Decision:
     """What the flow does once it holds the lock.
