@@ -177,6 +177,7 @@ class Int(Type):
         if maximum is not None:
             bounds.append("<= %d" % maximum)
         self.doc = "integer" + (" " + ", ".join(bounds) if bounds else "")
+        self.range_rule = "must be an %s" % self.doc
 
     def check(self, value):
         if not is_int(value):
