@@ -1,4 +1,4 @@
-"""The model role end to end on this machine, without Docker (tests/integration/playbooks/model_local.yml): two
+"""The model role end to end on this machine, without Docker (tests/integration/playbooks/stage_local.yml): two
 local nodes share one storage and the model comes from a directory on the node (model_source: node_dir). The
 first node copies it through the prepare flow (lock, look again, produce, check, move, release), the other checks
 it; a rerun changes nothing and skips the work in one task per node; check mode changes nothing either way; a
@@ -9,38 +9,22 @@ import os
 import re
 import sys
 
-import yaml
+from local_stage import PLAYBOOK, inventory, ran
+from runner import REPO, run_playbook
 
-from runner import run_playbook
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "unit", "artifacts"))
+sys.path.insert(0, os.path.join(REPO, "tests", "unit", "artifacts"))
 from test_hf_model_check import MODEL_ARGS, make_model  # noqa: E402
-
-PLAYBOOK = "tests/integration/playbooks/model_local.yml"
-
-
-def inventory(tmp_path):
-    node = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
-    path = tmp_path / "hosts.yml"
-    path.write_text(yaml.safe_dump({"all": {
-        "children": {"slime_nodes": {"hosts": {"n1": dict(node), "n2": dict(node)}}},
-        "vars": {"slime_hf_model_dir": str(tmp_path / "models" / "Qwen3-8B"), "slime_model_args": MODEL_ARGS,
-                 "model_source": "node_dir", "model_id": "Qwen/Qwen3-8B",
-                 "model_source_dir": make_model(str(tmp_path / "source" / "Qwen3-8B")), "model_poll_interval": 1}}}))
-    return str(path)
 
 
 def models(tmp_path):
     return sorted(os.listdir(tmp_path / "models"))
 
 
-def ran(run, host, task):
-    return [e for e in run.events if e.get("event") == "runner_on_ok" and e["event_data"].get("host") == host
-            and task in (e["event_data"].get("task") or "")]
-
-
 def test_copied_once_through_the_prepare_flow_then_converged_and_a_bad_model_moved_aside(tmp_path):
-    hosts = inventory(tmp_path)
+    hosts = inventory(tmp_path, "model", {
+        "slime_hf_model_dir": str(tmp_path / "models" / "Qwen3-8B"), "slime_model_args": MODEL_ARGS,
+        "model_source": "node_dir", "model_id": "Qwen/Qwen3-8B", "model_poll_interval": 1,
+        "model_source_dir": make_model(str(tmp_path / "source" / "Qwen3-8B"))})
     target = tmp_path / "models" / "Qwen3-8B"
 
     check = run_playbook(PLAYBOOK, hosts, "--check", timeout=300)
