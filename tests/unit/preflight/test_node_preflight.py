@@ -442,43 +442,6 @@ def test_check_shm_against_a_meminfo(tmp_path):
     assert failures == [] and "cannot read MemTotal" in warnings[0]
 
 
-@pytest.mark.parametrize(
-    "args,comm,ray",
-    [
-        (
-            ["/usr/local/lib/python3.10/dist-packages/ray/core/src/ray/gcs/gcs_server", "--log_dir=/tmp/ray"],
-            "gcs_server",
-            True,
-        ),
-        (
-            ["/usr/local/lib/python3.10/dist-packages/ray/core/src/ray/raylet/raylet", "--raylet_socket_name=x"],
-            "raylet",
-            True,
-        ),
-        (
-            [
-                "/usr/bin/python3",
-                "-u",
-                "/usr/local/lib/python3.10/dist-packages/ray/dashboard/dashboard.py",
-                "--host=0.0.0.0",
-                "--port=8772",
-            ],
-            "python3",
-            True,
-        ),
-        (["/usr/bin/python3", "-u", "/opt/conda/lib/python3.10/site-packages/ray/dashboard/agent.py"], "python3", True),
-        (["ray::RolloutManager.generate"], "ray::RolloutMan", True),
-        (["ray::IDLE"], "ray::IDLE", True),
-        (["python3", "-m", "http.server", "8772"], "python3", False),
-        (["/usr/sbin/sshd", "-D"], "sshd", False),
-        (["grafana-server", "--homepath=/usr/share/grafana", "dashboard"], "grafana", False),
-        ([], "", False),
-    ],
-)
-def test_is_ray(args, comm, ray):
-    assert pports.is_ray(args, comm) is ray
-
-
 def test_listening_socket_is_found_with_its_owner(listener):
     inodes = pports.listening_inodes([listener])[listener]
     assert inodes
