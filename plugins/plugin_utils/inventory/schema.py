@@ -7,6 +7,8 @@ import ipaddress
 import posixpath
 import re
 
+from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.common import DASHBOARD_PORT
+
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 NAME_RE = re.compile(NAME_PATTERN)
 NAME_RULE = ("must be a name: letters, digits, '.', '_' and '-', starting with a letter or digit (%s), because it "
@@ -189,7 +191,10 @@ class Int(Type):
 
 class Port(Int):
     def fix(self, name):
-        return "set %s to a free port number, unquoted and without decimals (1-65535, for example 8772)" % name
+        return "set %s to a free port number, unquoted and without decimals (1-65535, for example %d)" % (
+            name,
+            DASHBOARD_PORT,
+        )
 
     def __init__(self):
         super().__init__(1, 65535)
