@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import ipaddress
-import posixpath
 import re
 
 from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.common import DASHBOARD_PORT
@@ -144,11 +143,6 @@ class Path(Str):
         if not PATH_RE.fullmatch(value):
             return PATH_RULE
         return None
-
-
-def normalise(path):
-    """The form paths are compared in: normalised, no trailing '/'."""
-    return posixpath.normpath(str(path)) if path else path
 
 
 class ControllerPath(Str):
@@ -314,11 +308,6 @@ class Volume(Str):
         if len(parts) == 3 and not self.MODES.fullmatch(parts[2]):
             return "has an unknown mount mode %r (ro, rw, z, Z, ...)" % parts[2]
         return None
-
-
-def volume_sides(volume):
-    parts = str(volume).split(":")
-    return (parts[0], parts[1]) if len(parts) >= 2 else (None, None)
 
 
 class List(Type):

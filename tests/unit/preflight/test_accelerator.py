@@ -584,7 +584,7 @@ def test_probe_auto_tries_musa_then_cuda(isolated):
     tools = fake_tools(isolated / "tools", "nvidia-smi")
     run = Runner(
         {
-            ("nvidia-smi", acc.NVIDIA_QUERY, "--format=csv,noheader,nounits"): (
+            ("nvidia-smi", acc.query_gpu(), "--format=csv,noheader,nounits"): (
                 0,
                 sample("nvidia-smi_query_noheader_nounits_h100_8x.csv"),
                 "",
@@ -620,7 +620,7 @@ def test_probe_cuda_nvml_error_then_list(isolated):
     tools = fake_tools(isolated / "tools", "nvidia-smi")
     run = Runner(
         {
-            ("nvidia-smi", acc.NVIDIA_QUERY, "--format=csv,noheader,nounits"): (
+            ("nvidia-smi", acc.query_gpu(), "--format=csv,noheader,nounits"): (
                 255,
                 sample("nvidia-smi_nvml_unknown_error.txt"),
                 "",
@@ -778,7 +778,7 @@ def test_standin_iommu_off_and_fewer_cards(isolated, monkeypatch):
 
 @needs_standins
 @pytest.mark.parametrize(
-    "disabled,source", [((), "csv"), (((acc.NVIDIA_QUERY, "--format=csv,noheader,nounits"),), "list")]
+    "disabled,source", [((), "csv"), (((acc.query_gpu(), "--format=csv,noheader,nounits"),), "list")]
 )
 def test_standin_nvidia_smi(isolated, monkeypatch, disabled, source):
     monkeypatch.setenv("MTSLIME_STANDIN_VENDOR", "nvidia")  # mthreads-gmi fails like a host without the MT driver
@@ -797,7 +797,7 @@ def test_probe_cuda_asks_again_without_a_field_the_driver_rejects(isolated):
     short = ("index", "name", "uuid", "memory.total")
     run = Runner(
         {
-            ("nvidia-smi", acc.NVIDIA_QUERY, "--format=csv,noheader,nounits"): (
+            ("nvidia-smi", acc.query_gpu(), "--format=csv,noheader,nounits"): (
                 2,
                 "",
                 'Field "driver_version" is not a valid field to query.\n',
@@ -827,7 +827,7 @@ def test_probe_cuda_unknown_index_field_is_not_retried(isolated):
     tools = fake_tools(isolated / "tools", "nvidia-smi")
     run = Runner(
         {
-            ("nvidia-smi", acc.NVIDIA_QUERY, "--format=csv,noheader,nounits"): (
+            ("nvidia-smi", acc.query_gpu(), "--format=csv,noheader,nounits"): (
                 2,
                 'Field "index" is not a valid field to query.\n',
                 "",
