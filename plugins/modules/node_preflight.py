@@ -23,7 +23,8 @@ description:
     FAQ: IOMMU on, PCIe ACS redirect off, mt-container-toolkit bound to Docker). With O(checks=[accelerator]) this
     is the node's accelerator report alone."
   - "Docker: the engine must answer C(GET /_ping) with C(OK) on its socket; its version comes from C(/version).
-    The C(docker) client program is not needed."
+    The C(docker) client program is not needed. With O(docker.required), the node's Python must have the
+    C(requests) package, which the container role's C(community.docker) modules import on the node."
   - "Disk: free space at each path, or at its nearest existing parent, must cover what is going to be put there;
     paths on one filesystem must fit together."
   - "Shared memory: the container's C(--shm-size) is compared with the node's C(MemTotal) (a warning, not a failure)."
@@ -290,7 +291,8 @@ checks:
   description:
     - "One entry per check (C(accelerator), C(docker), C(disk), C(shm), C(ports), C(commands)), each with C(ok) and
       C(detail); C(skipped) when the check was not asked for (not in O(checks), or its option empty)."
-    - "C(docker) adds C(version), C(api_version), C(runtimes); C(disk), C(ports) and C(commands) add C(items);
+    - "C(docker) adds C(version), C(api_version), C(runtimes), C(python_requests); C(disk), C(ports) and
+      C(commands) add C(items);
       C(shm) adds C(size_bytes) and C(mem_total_bytes); a C(disk) item with O(disk[].projection) adds C(projection)
       (C(saves_total), C(saves_remaining), C(checkpoint_bytes), C(at_end), C(need_bytes), C(free_bytes), C(ok),
       C(fits_keep), C(warning))."

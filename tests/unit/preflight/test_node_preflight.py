@@ -283,6 +283,24 @@ def test_docker_ping_not_ok_and_not_required(run_module, node, engine):
     assert result["preflight_warnings"][0].startswith("Docker engine at %s answered GET /_ping with HTTP 500" % address)
 
 
+def test_a_python_without_requests_is_named_with_the_fix(run_module, node, engine, monkeypatch):
+    """community.docker's modules (the container role) import requests on the node: the preflight says when the
+    node's Python lacks it, besides what the engine answered."""
+    tools = write_tool(node / "tools", "mthreads-gmi", {"-q --json": (0, eight_cards_json())})
+    address = engine({"/_ping": (200, "OK")})
+    args = {"accelerator": {"vendor": "musa", "tool_dir": tools}, "docker": {"socket": address}}
+    result, failed = run_module(npf, args)
+    assert not failed and result["checks"]["docker"]["python_requests"] is True
+    real = dengine.importlib.util.find_spec
+    monkeypatch.setattr(dengine.importlib.util, "find_spec", lambda name: None if name == "requests" else real(name))
+    result, failed = run_module(npf, args)
+    assert failed and result["checks"]["docker"]["ok"] is False
+    assert result["checks"]["docker"]["python_requests"] is False
+    assert result["msg"].startswith("node preflight failed on 1 check: (1) the node's Python ")
+    assert "lacks the requests package, which the container role's community.docker modules import" in result["msg"]
+    assert "apt install python3-requests" in result["msg"]
+
+
 def test_connection_refused_socket(run_module, node, tmp_path):
     path = tempfile.mktemp(prefix="dead", suffix=".sock", dir="/tmp")
     dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
