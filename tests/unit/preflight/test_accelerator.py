@@ -10,6 +10,7 @@ import stat
 import pytest
 from ansible_collections.mtslime.posttrain.plugins.module_utils.preflight import accelerator as acc
 from ansible_collections.mtslime.posttrain.plugins.module_utils.preflight import gpu_formats as fmt
+from gpu_tools import no_tools
 
 DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "accelerator")
 
@@ -421,10 +422,7 @@ def test_musa_memory_hint_none_when_healthy_or_not_expected():
 @pytest.fixture
 def isolated(monkeypatch, tmp_path):
     """No real tool can be found: empty PATH, no vendor install directories."""
-    empty = tmp_path / "empty-path"
-    empty.mkdir()
-    monkeypatch.setenv("PATH", str(empty))
-    monkeypatch.setattr(acc, "EXTRA_TOOL_DIRS", {})
+    no_tools(monkeypatch, tmp_path / "empty-path")
     return tmp_path
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 
 import pytest
 from ansible_collections.mtslime.posttrain.plugins.module_utils.preflight import accelerator as acc
 from ansible_collections.mtslime.posttrain.plugins.modules import node_preflight
+from gpu_tools import no_tools, write_tool
 
 DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "accelerator")
 
@@ -17,23 +17,6 @@ DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "acceler
 def sample(name):
     with open(os.path.join(DATA, name), encoding="utf-8") as handle:
         return handle.read()
-
-
-def write_tool(directory, name, answers):
-    """A stand-in `name` in `directory`: for each argument string in `answers` it prints the given
-    text and exits with the given rc; anything else is an unknown option (rc 2), as old versions do.
-    Only absolute paths inside, so it works with an empty PATH."""
-    directory.mkdir(parents=True, exist_ok=True)
-    lines = ["#!/bin/sh", "# stand-in for %s (tests only): prints recorded output" % name, 'case "$*" in']
-    for number, (args, (rc, text)) in enumerate(sorted(answers.items())):
-        out = directory / ("%s.%d.out" % (name, number))
-        out.write_text(text)
-        lines.append('  "%s") /bin/cat "%s"; exit %d;;' % (args, out, rc))
-    lines += ['  *) echo "%s: unknown option $*" >&2; exit 2;;' % name, "esac", ""]
-    path = directory / name
-    path.write_text("\n".join(lines))
-    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-    return str(directory)
 
 
 def eight_s5000_json():
@@ -60,10 +43,7 @@ def probe(run_module, args, check_mode=False):
 @pytest.fixture
 def node(monkeypatch, tmp_path):
     """A node whose PATH holds no accelerator tool; stand-ins go into node/'tools'."""
-    empty = tmp_path / "empty-path"
-    empty.mkdir()
-    monkeypatch.setenv("PATH", str(empty))
-    monkeypatch.setattr(acc, "EXTRA_TOOL_DIRS", {})
+    no_tools(monkeypatch, tmp_path / "empty-path")
     return tmp_path
 
 

@@ -9,18 +9,17 @@ import os
 import shutil
 import socket
 import socketserver
-import stat
 import subprocess
 import sys
 import tempfile
 import threading
 
 import pytest
-from ansible_collections.mtslime.posttrain.plugins.module_utils.preflight import accelerator as acc
 from ansible_collections.mtslime.posttrain.plugins.module_utils.preflight import docker_engine as dengine
 from ansible_collections.mtslime.posttrain.plugins.module_utils.preflight import disk as pdisk
 from ansible_collections.mtslime.posttrain.plugins.module_utils.preflight import ports as pports
 from ansible_collections.mtslime.posttrain.plugins.modules import node_preflight as npf
+from gpu_tools import no_tools, write_tool
 
 DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "accelerator")
 GIB = 1024**3
@@ -29,21 +28,6 @@ GIB = 1024**3
 def sample(name):
     with open(os.path.join(DATA, name), encoding="utf-8") as handle:
         return handle.read()
-
-
-def write_tool(directory, name, answers):
-    """Stand-in `name` printing recorded output per argument string (rc 2 for anything else)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    lines = ["#!/bin/sh", "# stand-in for %s (tests only)" % name, 'case "$*" in']
-    for number, (args, (rc, text)) in enumerate(sorted(answers.items())):
-        out = directory / ("%s.%d.out" % (name, number))
-        out.write_text(text)
-        lines.append('  "%s") /bin/cat "%s"; exit %d;;' % (args, out, rc))
-    lines += ['  *) echo "unknown option $*" >&2; exit 2;;', "esac", ""]
-    path = directory / name
-    path.write_text("\n".join(lines))
-    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-    return str(directory)
 
 
 def eight_cards_json(total="49152MiB", name="MTT S4000"):
@@ -120,11 +104,8 @@ def engine():
 @pytest.fixture
 def node(monkeypatch, tmp_path):
     """PATH holds only `sh`; no vendor install directories are searched."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    os.symlink("/bin/sh", bin_dir / "sh")
-    monkeypatch.setenv("PATH", str(bin_dir))
-    monkeypatch.setattr(acc, "EXTRA_TOOL_DIRS", {})
+    no_tools(monkeypatch, tmp_path / "bin")
+    os.symlink("/bin/sh", tmp_path / "bin" / "sh")
     return tmp_path
 
 
