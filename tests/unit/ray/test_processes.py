@@ -37,6 +37,8 @@ from ansible_collections.mtslime.posttrain.plugins.module_utils.ray import proce
         (["ray::RolloutManager.generate"], "ray::RolloutMan", True),
         (["ray::IDLE"], "ray::IDLE", True),
         (["python3", "-m", "http.server", "8772"], "python3", False),
+        # a log reader names Ray's programs but is not Ray (the node probe's former substring rule said it was)
+        (["tail", "-f", "/tmp/ray/session_latest/logs/gcs_server.out"], "tail", False),
         (["/usr/sbin/sshd", "-D"], "sshd", False),
         (["grafana-server", "--homepath=/usr/share/grafana", "dashboard"], "grafana", False),
         ([], "", False),
