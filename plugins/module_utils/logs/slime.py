@@ -103,11 +103,6 @@ def clean_line(line):
     return message_of(line)[0].strip()
 
 
-def actor_of(line):
-    match = RAY_PREFIX.match(strip_ansi(line))
-    return (match.group("actor") or "") if match and "pid=" in match.group(0) else None
-
-
 def parse_metric(line):
     """(kind, id, payload dict) for a metric line, else None."""
     match = METRIC.match(clean_line(line))
