@@ -108,9 +108,11 @@ result:
   type: dict
 first_error:
   description:
-    - "First error line of O(log_file) with its line number and the lines after it; for a Python traceback,
-      C(exception) is the line that ends it. Under torch's launcher the C([rank0]: ) prefix is removed and the
-      launcher's noise (c10d's C(destroy_process_group()) warning, torchrun's agent lines) is never an error."
+    - "First error line of O(log_file): C(lineno), C(line), C(context) (the lines after it), C(exception),
+      C(exception_lineno) and C(rank). For a Python traceback C(exception) is the exception line that ends it,
+      however long the traceback (the last exception of a chain), and C(rank) the rank that raised it. Under
+      torch's launcher the C([rank0]: ) prefix is removed and the launcher's noise (c10d's
+      C(destroy_process_group()) warning, torchrun's agent lines) is never an error."
   returned: when the task failed and O(log_file) is set
   type: dict
 fatal_error:
