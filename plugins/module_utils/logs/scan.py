@@ -34,8 +34,16 @@ def strip_ansi(text):
     return ANSI.sub("", text)
 
 
-def last_line(path, max_bytes=65536):
-    """The last non-empty line of a file, or None."""
+# Lines that say nothing about how far a program got (is_progress): Python's warnings, printed as
+# "/path/file.py:144: FutureWarning: message" with the warning's source line indented under it
+# ("  warnings.warn("), the C++ and glog warnings of torch ("[W1201 10:00:41.5 file.cpp:12] Warning: ...",
+# "W1201 10:00:41.5 123 file.py:12] ..."), logging's "WARNING:name:..." and the launcher's noise.
+PY_WARNING = re.compile(r"^\S.*?:\d+: (?:[A-Za-z_][\w.]*)?Warning: ")
+WARN_CALL = re.compile(r"^\s*(?:warnings\.)?warn(?:_explicit)?\(")
+OTHER_WARNING = re.compile(r"^\[W\d{3,4} |^W\d{4} \d\d:\d\d|^(?:WARNING|Warning)\b[:\s]")
+
+
+def _tail_lines(path, max_bytes):
     try:
         size = os.path.getsize(path)
         with open(path, "rb") as handle:
@@ -43,10 +51,37 @@ def last_line(path, max_bytes=65536):
             tail = handle.read().decode("utf-8", errors="replace")
     except OSError:
         return None
-    for line in reversed(tail.splitlines()):
-        line = strip_ansi(line).strip()
-        if line:
-            return line
+    return [strip_ansi(line) for line in tail.splitlines()]
+
+
+def last_line(path, max_bytes=65536):
+    """The last non-empty line of a file, or None."""
+    for line in reversed(_tail_lines(path, max_bytes) or []):
+        if line.strip():
+            return line.strip()
+    return None
+
+
+def is_progress(lines, index):
+    """Whether lines[index] says how far the program got: not empty, not a warning (nor the source line
+    Python prints under a warning), not launcher noise. Torch's "[rankN]: " prefix is looked through."""
+    text = split_rank(lines[index])[1]
+    if not text.strip() or WARN_CALL.match(text) or is_noise(text) or OTHER_WARNING.match(text.lstrip()):
+        return False
+    if PY_WARNING.match(text):
+        return False
+    if text[:1].isspace() and index > 0 and PY_WARNING.match(split_rank(lines[index - 1])[1]):
+        return False  # the warning's source line
+    return True
+
+
+def last_progress_line(path, max_bytes=65536):
+    """The last line of a log that says how far the program got (is_progress), stripped; None when the
+    end of the log has none. What a waiting run shows as "last:" and the lock holder's "doing" line."""
+    lines = _tail_lines(path, max_bytes) or []
+    for index in range(len(lines) - 1, -1, -1):
+        if is_progress(lines, index):
+            return lines[index].strip()
     return None
 
 
