@@ -14,6 +14,7 @@ from ansible_collections.mtslime.posttrain.plugins.module_utils.job import attem
 from ansible_collections.mtslime.posttrain.plugins.module_utils.logs import scan
 from ansible_collections.mtslime.posttrain.plugins.module_utils.logs import slime as slime_log
 from ansible_collections.mtslime.posttrain.plugins.module_utils.logs.tracebacks import TracebackScanner
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils.report import html as report_html
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.report import status_doc
 
 RECURSION = "RecursionError: maximum recursion depth exceeded"
@@ -180,3 +181,6 @@ def test_the_job_summary_names_the_last_exception_of_a_rank_prefixed_chain(tmp_p
     assert cluster["last"]["first_error"]["rank"] == 5
     assert status_doc.summary_line(cluster).endswith(
         "warning: the job goes on after an error in its log: ValueError: the checkpoint has no embeddings [rank 5]")
+    page = report_html.page(cluster, b"", {}, {}, "qwen3-8B on node1")
+    assert ("first error (line %d)</td><td><span class=\"bad\">ValueError: the checkpoint has no embeddings [rank 5]"
+            % len(log)) in page
