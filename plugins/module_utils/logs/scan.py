@@ -153,7 +153,8 @@ class FirstErrorScanner:
     `clean(line)` may rewrite a line before it is matched (for example to remove a
     Ray actor prefix so that '^Traceback' matches); torch's rank prefix is removed
     after it. `split(line)` gives (message, source, plain) for the traceback scanner (`tracebacks`,
-    which also knows the log's fatal error); by default the line is its own message. The reported
+    which also knows the log's fatal error) and, without `clean`, the message (stripped) is what is
+    matched; by default the line is its own message. The reported
     lines are only ANSI-stripped. `ignore` patterns veto a match (known harmless lines); launcher
     noise never matches."""
 
@@ -166,6 +167,7 @@ class FirstErrorScanner:
         self.split = split
         self.tracebacks = TracebackScanner(before=before)
         self.lineno = 0
+        self.message = None  # split()'s message of the line fed last
         self.found = None
         self._recent = []
 
@@ -175,8 +177,13 @@ class FirstErrorScanner:
         return (self.found is not None and len(self.found["context"]) >= self.context
                 and not self.tracebacks.reading(self.found["lineno"]))
 
-    def matches(self, line):
-        text = split_rank(self.clean(line) if self.clean else line)[1]
+    def matches(self, line, message=None):
+        """Whether `line` is an error line; `message` is split(line)'s, matched (stripped) when there is no clean."""
+        if self.clean:
+            line = self.clean(line)
+        elif message is not None:
+            line = message.strip()
+        text = split_rank(line)[1]
         if is_noise(text) or any(pattern.search(text) for pattern in self.ignore):
             return False
         return any(pattern.search(text) for pattern in self.patterns)
@@ -185,12 +192,13 @@ class FirstErrorScanner:
         self.lineno += 1
         line = strip_ansi(raw.rstrip("\r\n"))
         message, source, plain = self.split(line) if self.split else (line, "", True)
+        self.message = message
         self.tracebacks.feed(self.lineno, line, message, source, plain)
         if self.found is not None:
             if len(self.found["context"]) < self.context:
                 self.found["context"].append(line)
             return
-        if self.matches(line):
+        if self.matches(line, message if self.split else None):
             self.found = {"lineno": self.lineno, "line": line.strip(), "context": [], "before": list(self._recent)}
             return
         if self.before:

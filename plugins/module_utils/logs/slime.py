@@ -120,8 +120,7 @@ def parse_metric(line):
 def new_error_scanner(before=20, after=60):
     """A FirstErrorScanner for slime logs: Ray/logger prefixes removed before matching (and Ray's
     actors told apart in tracebacks), a wide window kept so the hint can see the end of a traceback."""
-    return FirstErrorScanner(context=after, before=before, patterns=ERROR_PATTERNS, ignore=IGNORE, clean=clean_line,
-                             split=message_of)
+    return FirstErrorScanner(context=after, before=before, patterns=ERROR_PATTERNS, ignore=IGNORE, split=message_of)
 
 
 def _meaningful(lines):
@@ -304,7 +303,7 @@ class _Scan:
     def feed(self, raw):
         self.total += 1
         self.errors.feed(raw)
-        message = message_of(raw)[0]
+        message = self.errors.message
         if "step " in message:
             match = METRIC.match(message.strip())
             if match and match.group("kind") == "step":
