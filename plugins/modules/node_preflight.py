@@ -116,6 +116,11 @@ options:
             type: str
             choices: [trash, delete]
             default: trash
+          size_from:
+            description: "Where O(disk[].need_bytes) comes from, for the warning (for example
+              C(estimated from slime_model_args: ... parameters x 14 bytes) or C(preflight_checkpoint_gib))."
+            type: str
+            default: need_bytes
   shm:
     description: Shared memory the training container gets.
     type: dict
@@ -376,6 +381,7 @@ ARGUMENT_SPEC = dict(
                     save_interval=dict(type="int", required=True),
                     keep=dict(type="int", default=0),
                     prune=dict(type="str", choices=["trash", "delete"], default="trash"),
+                    size_from=dict(type="str", default="need_bytes"),
                 ),
             ),
         ),

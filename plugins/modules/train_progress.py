@@ -199,11 +199,14 @@ first_error:
       description: The guide's FAQ entry for it.
       type: str
     exception:
-      description: The exception line of the traceback it starts (the rank prefix removed), or the line itself when it
-        is one.
+      description: The exception line that ends the traceback it starts, however long the traceback (the last
+        exception of a chain; the rank prefix removed), or the line itself when it is one.
       type: str
+    exception_lineno:
+      description: Line number of RV(first_error.exception) (null when the log ends before it).
+      type: int
     rank:
-      description: "The rank of a C([rankN]: ) line under torch's launcher."
+      description: "The rank whose traceback it is (its C([rankN]: ) prefix under torch's launcher)."
       type: int
     context:
       description: The lines around it.

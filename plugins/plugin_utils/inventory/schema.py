@@ -165,14 +165,15 @@ class Int(Type):
     def fix(self, name):
         return "set %s to a whole number, unquoted and without decimals (%s)" % (name, self.doc)
 
-    def __init__(self, minimum=None, maximum=None):
+    def __init__(self, minimum=None, maximum=None, empty_ok=False):
         self.minimum, self.maximum = minimum, maximum
+        self.empty_ok = empty_ok  # null is a value of its own (for example "estimate it")
         bounds = []
         if minimum is not None:
             bounds.append(">= %d" % minimum)
         if maximum is not None:
             bounds.append("<= %d" % maximum)
-        self.doc = "integer" + (" " + ", ".join(bounds) if bounds else "")
+        self.doc = "integer" + (" " + ", ".join(bounds) if bounds else "") + (", or null" if empty_ok else "")
 
     def check(self, value):
         if not is_int(value):
