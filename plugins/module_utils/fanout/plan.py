@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 # typing's List/Dict (not list[...]): these classes are built at import on the nodes' Python 3.8.
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, TypedDict
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, TypedDict
 
 
 class PlanError(ValueError):
@@ -131,23 +131,3 @@ def plan(storages: Sequence[Mapping[str, Any]], holders: Iterable[str] = (),
         "done": [s["name"] for s in storages if s["name"] in held],
         "skipped": [s["name"] for s in storages if s["name"] in left_out and s["name"] not in held],
     }
-
-
-def role_of(the_plan: Plan, name: str) -> Tuple[str, Mapping[str, Any]]:
-    """What one storage does in the plan: 'seed', 'pull' or 'none'; and its entry."""
-    if name in the_plan["pullers"]:
-        return "pull", the_plan["pullers"][name]
-    if name in the_plan["servers"]:
-        return "seed", the_plan["servers"][name]
-    return "none", {}
-
-
-def storages_from_layout(storage_info: Mapping[str, Mapping[str, Any]],
-                         addresses: Mapping[str, Optional[str]]) -> List[Dict[str, Any]]:
-    """[{name, node, address}] from the facts play's slime_storage_info ({storage: {name, leader, nodes}}) and
-    {node: fleet address}, in storage order."""
-    result = []
-    for name, info in storage_info.items():
-        leader = info["leader"]
-        result.append({"name": name, "node": leader, "address": addresses.get(leader)})
-    return result
