@@ -2,8 +2,9 @@
 producer is an async `sleep` (tests/integration/playbooks/prepare_flow/). Ctrl-C in the middle, then a
 rerun that takes the dead run's lock over at once and adopts the producer; two runs started together
 (one produces, the other waits with progress and only verifies); a live holder waited for, then given up
-on after the lock timeout with who holds it. The default scenario's check_30_prepare.py does the same with
-the real conversion and download."""
+on after the lock timeout with who holds it; a caller that leaves out the role's contract, or hands it a producer
+that did not run in the background, refused naming the option. The default scenario's check_30_prepare.py
+does the same with the real conversion and download."""
 from __future__ import annotations
 
 import json
@@ -19,14 +20,15 @@ from runner import REPO
 
 BIN = os.path.dirname(sys.executable)
 PLAYBOOK = os.path.join(REPO, "tests/integration/playbooks/prepare_flow/prepare_flow.yml")
+CONTRACT_PLAYBOOK = os.path.join(REPO, "tests/integration/playbooks/prepare_flow/prepare_contract.yml")
 
 
-def start(target, *extra):
+def start(target, *extra, playbook=PLAYBOOK):
     env = dict(os.environ, PATH=BIN + os.pathsep + os.environ.get("PATH", ""),
                ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"),
                ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, "collections"), ANSIBLE_NOCOLOR="1")
     log = open(str(target) + ".%d.out" % time.monotonic_ns(), "w+")
-    proc = subprocess.Popen([os.path.join(BIN, "ansible-playbook"), "-i", "localhost,", PLAYBOOK,
+    proc = subprocess.Popen([os.path.join(BIN, "ansible-playbook"), "-i", "localhost,", playbook,
                              "-e", "fake_target=%s" % target, "-e", "slime_run_id=run-%d" % time.monotonic_ns(),
                              "-e", "ansible_python_interpreter=%s" % sys.executable]
                             + list(extra), cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
@@ -112,3 +114,18 @@ def test_a_live_holder_is_waited_for_then_given_up_on_naming_it(tmp_path):
     assert code != 0 and re.search(r"gave up after [4-9]s \(the lock timeout\)", text), text[-2000:]
     assert "held by run other of node node9" in text and "doing: converting, last: saving shard 3" in text
     assert holder(lock)["run_id"] == "other" and starts(target) == 0
+
+
+def test_a_caller_that_leaves_out_the_contract_fails_naming_it_before_anything_runs(tmp_path):
+    target = tmp_path / "artifact"
+    code, text = finish(start(target, playbook=CONTRACT_PLAYBOOK))
+    assert code != 0 and "missing required arguments: _prepare_done, _prepare_job" in text, text[-2000:]
+    assert not os.path.exists(str(target) + ".lock") and not os.path.exists(str(target) + ".making")
+
+
+def test_a_producer_outside_async_is_refused_naming_prepare_job_and_nothing_is_moved(tmp_path):
+    target = tmp_path / "artifact"
+    code, text = finish(start(target, "-e", "fake_foreground=true", "-e", "fake_seconds=0"))
+    assert code != 0 and "_prepare_job: the registered result of the produce step's task has no ansible_job_id" in text
+    assert not target.exists() and (tmp_path / "artifact.making" / "done").exists()
+    assert not os.path.exists(str(target) + ".lock"), "the lock is given back"

@@ -27,6 +27,7 @@ import threading
 import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Dict, List
 
 try:  # as a collection module_utils (the fanout module) ...
     from ansible_collections.mtslime.posttrain.plugins.module_utils.fanout.pieces import (  # noqa: F401
@@ -173,7 +174,8 @@ class Heartbeat:
                     conn.close()
 
     def __enter__(self):
-        return self.thread.start() or self
+        self.thread.start()
+        return self
 
     def __exit__(self, *exc):
         self.stop.set()
@@ -343,7 +345,7 @@ def pull(store, partial, upstreams, deadline, progress, stall_timeout=120.0, wai
         for thread in threads:
             thread.join(float(wait) + 10)
         save_state(partial, manifest, store)  # a cut run keeps every piece it verified
-    received = {}
+    received: Dict[str, int] = {}
     for lane in lanes:
         for upstream in lane:
             if upstream.received:
@@ -409,7 +411,7 @@ def run(config, aside=default_aside, emit=None):
         if config["role"] == "pull":
             upstreams = [Upstream(u["name"], u["url"], config["token"], float(config.get("timeout", 30)))
                          for u in config["upstreams"]]
-            refused = []
+            refused: List[str] = []
             with Heartbeat(upstreams, float(config.get("heartbeat", 5)), refused):
                 outcome = pull(store, partial, upstreams, deadline, progress,
                                stall_timeout=float(config.get("stall_timeout", 120)),

@@ -11,12 +11,54 @@
 # Standard library only; Python 3.8+ (runs on the controller and on nodes).
 from __future__ import annotations
 
+# typing's List/Dict (not list[...]): these classes are built at import on the nodes' Python 3.8.
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, TypedDict
+
 
 class PlanError(ValueError):
     pass
 
 
-def _check_storages(storages):
+class Storage(TypedDict):
+    """A storage of the plan: its name, its leader node and the leader's fleet address."""
+
+    name: str
+    node: str
+    address: str
+
+
+class Upstream(TypedDict):
+    name: str
+    address: str
+
+
+class Puller(TypedDict):
+    """A storage that pulls: from `parent` first, then the `upstreams` further up its chain, nearest first."""
+
+    node: str
+    address: str
+    parent: str
+    upstreams: List[Upstream]
+    children: List[str]
+
+
+class Server(TypedDict):
+    """A storage (or the external seed) that serves its `children`."""
+
+    address: str
+    children: List[str]
+
+
+class Plan(TypedDict):
+    seeds: List[Storage]
+    chains: List[List[str]]
+    pullers: Dict[str, Puller]
+    servers: Dict[str, Server]
+    done: List[str]
+    skipped: List[str]
+
+
+def _check_storages(storages: Sequence[Mapping[str, Any]]) -> None:
     names = set()
     for entry in storages:
         for key in ("name", "node", "address"):
@@ -28,27 +70,30 @@ def _check_storages(storages):
         names.add(entry["name"])
 
 
-def plan(storages, holders=(), external_seed=None, failed=(), max_chains=None):
+def plan(storages: Sequence[Mapping[str, Any]], holders: Iterable[str] = (),
+         external_seed: Optional[Mapping[str, Any]] = None, failed: Iterable[str] = (),
+         max_chains: Optional[int] = None) -> Plan:
     """The spreading plan.
 
-    storages: ordered list of {name, node, address} (the storage's leader node and its fleet address).
+    storages: ordered list of Storage {name, node, address} (the storage's leader node and its fleet address),
+    checked here.
     holders: names of storages with a verified copy (seeds).
     external_seed: {name, address} of a seed outside the fleet (the controller), used when no storage holds one.
     failed: names of storages to leave out (unreachable, failed earlier); they keep whatever they have.
     max_chains: at most this many chains (default: one per seed).
 
-    Returns {seeds: [{name, node, address}], chains: [[storage names...]], pullers: {storage: {node, address,
-    parent, upstreams: [{name, address}], children: [names]}}, servers: {name: {address, children}}, skipped,
-    done}: `servers` lists everyone that must serve (seeds and pullers with children), `done` the storages that
-    already hold a copy, `skipped` the failed ones that lack one."""
+    Returns the Plan: `chains` the storage names of each seed's chain, `servers` everyone that must serve (seeds
+    and pullers with children), `done` the storages that already hold a copy, `skipped` the failed ones that
+    lack one."""
     _check_storages(storages)
-    by_name = {s["name"]: s for s in storages}
-    failed = set(failed)
-    unknown = (set(holders) | failed) - set(by_name)
+    by_name: Dict[str, Storage] = {s["name"]: {"name": s["name"], "node": s["node"], "address": s["address"]}
+                                   for s in storages}
+    held, left_out = set(holders), set(failed)
+    unknown = (held | left_out) - set(by_name)
     if unknown:
         raise PlanError("fanout plan: unknown storages %s" % ", ".join(sorted(unknown)))
-    seeds = [by_name[s["name"]] for s in storages if s["name"] in set(holders) and s["name"] not in failed]
-    lacking = [s for s in storages if s["name"] not in set(holders) and s["name"] not in failed]
+    seeds = [by_name[s["name"]] for s in storages if s["name"] in held and s["name"] not in left_out]
+    lacking = [s for s in storages if s["name"] not in held and s["name"] not in left_out]
     if not seeds and lacking:
         if not external_seed or not external_seed.get("address"):
             raise PlanError("fanout plan: no storage holds a verified copy and no external seed is given; fetch the "
@@ -56,19 +101,20 @@ def plan(storages, holders=(), external_seed=None, failed=(), max_chains=None):
         seeds = [{"name": external_seed.get("name", "controller"), "node": external_seed.get("name", "controller"),
                   "address": external_seed["address"]}]
     count = min(len(seeds), max_chains or len(seeds), len(lacking))
-    chains = [[] for _ in range(count)]
+    chains: List[List[str]] = [[] for _ in range(count)]
     for index, entry in enumerate(lacking):
         chains[index % count].append(entry["name"])
 
-    pullers, servers = {}, {}
+    pullers: Dict[str, Puller] = {}
+    servers: Dict[str, Server] = {}
     for seed, chain in zip(seeds, chains):
-        line = [{"name": seed["name"], "address": seed["address"]}]
+        line: List[Upstream] = [{"name": seed["name"], "address": seed["address"]}]
         for name in chain:
-            entry = by_name[name]
+            member = by_name[name]
             upstreams = list(reversed(line))
-            pullers[name] = {"node": entry["node"], "address": entry["address"], "parent": upstreams[0]["name"],
+            pullers[name] = {"node": member["node"], "address": member["address"], "parent": upstreams[0]["name"],
                              "upstreams": upstreams, "children": []}
-            line.append({"name": name, "address": entry["address"]})
+            line.append({"name": name, "address": member["address"]})
         for position, name in enumerate(chain):
             if position + 1 < len(chain):
                 pullers[name]["children"].append(chain[position + 1])
@@ -78,10 +124,10 @@ def plan(storages, holders=(), external_seed=None, failed=(), max_chains=None):
             if pullers[name]["children"]:
                 servers[name] = {"address": pullers[name]["address"], "children": list(pullers[name]["children"])}
     return {
-        "seeds": [dict(s) for s in seeds],
+        "seeds": [Storage(name=s["name"], node=s["node"], address=s["address"]) for s in seeds],
         "chains": chains,
         "pullers": pullers,
         "servers": servers,
-        "done": [s["name"] for s in storages if s["name"] in set(holders)],
-        "skipped": [s["name"] for s in storages if s["name"] in failed and s["name"] not in set(holders)],
+        "done": [s["name"] for s in storages if s["name"] in held],
+        "skipped": [s["name"] for s in storages if s["name"] in left_out and s["name"] not in held],
     }

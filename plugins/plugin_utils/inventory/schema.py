@@ -174,6 +174,7 @@ class Int(Type):
         if maximum is not None:
             bounds.append("<= %d" % maximum)
         self.doc = "integer" + (" " + ", ".join(bounds) if bounds else "") + (", or null" if empty_ok else "")
+        self.range_rule = "must be an integer %s" % ", ".join(bounds)
 
     def check(self, value):
         if not is_int(value):

@@ -9,10 +9,22 @@
 # for that job, with progress, instead of starting a second one. Otherwise it produces.
 from __future__ import annotations
 
-VERIFY, ADOPT, PRODUCE = "verify", "adopt", "produce"
+from typing import Any, Final, Literal, Mapping, TypedDict
+
+VERIFY: Final = "verify"
+ADOPT: Final = "adopt"
+PRODUCE: Final = "produce"
 
 
-def adoptable_job(lock, node):
+class Decision(TypedDict):
+    """What the flow does once it holds the lock (the filter slime_prepare_decision returns it as a dict)."""
+
+    action: Literal["verify", "adopt", "produce"]
+    jid: str | None  # the async job waited for: the adopted one (adopt), else None
+    why: str  # printed by the flow: "<target>: <why>."
+
+
+def adoptable_job(lock: Mapping[str, Any] | None, node: str) -> str | None:
     """The async job id a dead holder of this node left running, or None. Only a
     producer on this node can be adopted: its status file is in this node's async dir."""
     previous = (lock or {}).get("previous") or {}
@@ -22,8 +34,25 @@ def adoptable_job(lock, node):
     return None
 
 
-def decide(target_done, lock, node, producer=None):
-    """{action, jid, why}: what the flow does once it holds the lock.
+def producer_job_id(job: Mapping[str, Any] | None) -> str:
+    """The async job id of the producer the caller's produce step started (the prepare role's option
+    _prepare_job: that task's registered result), or "" for a producer that ran in the foreground ({}).
+    A result without a job id is the caller's mistake: the flow would move a half-made output into place,
+    so it is refused, naming the option."""
+    if not job:
+        return ""
+    jid = job.get("ansible_job_id")
+    if jid:
+        return str(jid)
+    how = "was skipped" if job.get("skipped") else "did not run in the background"
+    raise ValueError("_prepare_job: the registered result of the produce step's task has no ansible_job_id (the task "
+                     "%s); pass the result of a task with async: <seconds> and poll: 0, or {} for a producer that "
+                     "runs in the foreground" % how)
+
+
+def decide(target_done: bool, lock: Mapping[str, Any] | None, node: str,
+           producer: Mapping[str, Any] | None = None) -> Decision:
+    """What the flow does once it holds the lock.
 
     target_done: the target passed its inspection after the lock was taken;
     lock: the storage_lock result; producer: the async_progress result for

@@ -146,6 +146,12 @@ def test_ports(value, rule):
     assert rule in text
 
 
+@pytest.mark.parametrize("name,value,rule", [("slime_gpus_per_node", 2000, "must be an integer >= 1, <= 1024"),
+                                             ("data_min_rows", -1, "must be an integer >= 0")])
+def test_a_whole_number_out_of_its_range_says_the_range(name, value, rule):
+    assert rule in only(texts(per_host=local(**{name: value})), "%s =" % name)
+
+
 def test_a_port_from_the_command_line_is_a_string_of_digits_and_fine():
     assert texts(per_host=local(ray_dashboard_port="8265")) == []
 

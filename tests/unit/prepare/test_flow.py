@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import os
 
-from ansible_collections.mtslime.posttrain.plugins.filter.prepare import slime_prepare_adoptable
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.mtslime.posttrain.plugins.filter.prepare import slime_prepare_adoptable, slime_prepare_job_id
 from ansible_collections.mtslime.posttrain.plugins.modules import move_into_place
-from ansible_collections.mtslime.posttrain.plugins.plugin_utils.prepare.flow import decide
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils.prepare.flow import decide, producer_job_id
 
 TAKEN_OVER = {"status": "taken", "waited": 0,
               "previous": {"run_id": "r1", "node": "n1", "doing_data": {"jid": "123.45", "temp": "/x.converting"}}}
@@ -106,3 +109,19 @@ def test_move_merge_keeps_identical_and_moves_differing_aside(tmp_path, run_modu
 def test_move_without_src_is_a_no_op(tmp_path, run_module):
     result, failed = run_module(move_into_place, args(tmp_path / "none", tmp_path / "x"))
     assert not failed and not result["changed"]
+
+
+def test_the_producer_job_is_the_async_result_job_id_or_none_for_a_foreground_producer():
+    assert producer_job_id({"ansible_job_id": 123.45, "started": 1, "finished": 0}) == "123.45"
+    assert producer_job_id({}) == "" and producer_job_id(None) == "" and slime_prepare_job_id(None) == ""
+
+
+@pytest.mark.parametrize("result, how", [
+    ({"changed": True, "rc": 0, "stdout": ""}, "did not run in the background"),
+    ({"changed": False, "skipped": True, "false_condition": "x"}, "was skipped"),
+])
+def test_a_producer_result_without_a_job_id_is_refused_naming_the_option(result, how):
+    with pytest.raises(AnsibleFilterError) as caught:
+        slime_prepare_job_id(result)
+    assert str(caught.value).startswith("_prepare_job: ") and how in str(caught.value)
+    assert "async: <seconds> and poll: 0" in str(caught.value)
