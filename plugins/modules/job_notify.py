@@ -81,14 +81,22 @@ author:
 """
 
 EXAMPLES = r"""
-- name: Send word of the job's events
+- name: Keep the training job running
+  mtslime.posttrain.ray_job:
+    experiment: qwen3-8B
+    argv: [--load, /data/LLMs/MCORE/Qwen3-8B_slime]
+    manifest_dir: /home/slime/musa_example/qwen_32b_sherry/manifests
+  register: train_job
+  ignore_errors: true
+
+- name: Send word of its events (attempt failed, resubmitted, crash loop stopped, finished), once each
   mtslime.posttrain.job_notify:
     experiment: qwen3-8B
     cluster: node1
     host: "{{ inventory_hostname }}"
     manifest_dir: /home/slime/musa_example/qwen_32b_sherry/manifests
     job: "{{ train_job }}"
-    webhooks: ["{{ slack_webhook_url }}"]
+    webhooks: "{{ train_job_notify.webhooks }}"
     command: logger -t mtslime
 """
 
