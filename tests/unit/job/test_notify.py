@@ -6,13 +6,11 @@ import json
 import os
 import stat
 
-import pytest
 
 from ansible_collections.mtslime.posttrain.plugins.module_utils.job import notify
 from ansible_collections.mtslime.posttrain.plugins.modules import job_notify
 
 from job.test_ray_job import warned  # noqa: F401 (fixture)
-from local_webhook import Hook
 
 EXP = "qwen3-8B"
 
@@ -20,19 +18,6 @@ EXP = "qwen3-8B"
 def rec(n, status, step, exception=None):
     return {"submission_id": "%s-attempt-%d" % (EXP, n), "attempt": n, "status": status, "step": step,
             "exception": exception}
-
-
-@pytest.fixture
-def hook():
-    made = []
-
-    def make(statuses=()):
-        made.append(Hook(statuses))
-        return made[-1]
-
-    yield make
-    for one in made:
-        one.close()
 
 
 FAILED_TWICE = {

@@ -1,4 +1,4 @@
-"""A real incoming webhook on a loopback port, for the tests of job_notify (unit and integration)."""
+"""A real incoming webhook on a loopback port, for the tests of job_notify (fixture `hook` in conftest.py)."""
 from __future__ import annotations
 
 import json
@@ -30,3 +30,4 @@ class Hook:
     def close(self):
         self.server.shutdown()
         self.server.server_close()
+
