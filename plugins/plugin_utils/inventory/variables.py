@@ -110,6 +110,29 @@ class AcceleratorProfiles(Type):
         return None
 
 
+class Notify(Type):
+    """{webhooks: [URL], command: "..."}: where word of the job's events goes (job_notify). The URLs go to
+    urllib only, never to a shell, so a query string's '&' is allowed. Problems never quote a URL (a secret)."""
+    spec_type = "dict"
+    doc = "dict `{webhooks: [http(s) URL], command: shell command}` (either or both; `{}` = nothing sent)"
+    URL_RE = re.compile(r"^https?://\S+$")
+
+    def check(self, value):
+        if not isinstance(value, dict):
+            return "must be a dict {webhooks: [URL], command: ...}, not %s" % kind_of(value)
+        for key in value:
+            if key not in ("webhooks", "command"):
+                return "has the key %r; the keys are webhooks and command" % (key,)
+        hooks = value.get("webhooks", [])
+        if not isinstance(hooks, list):
+            return ".webhooks must be a list of URLs, not %s" % kind_of(hooks)
+        for index, url in enumerate(hooks):
+            if not (isinstance(url, str) and self.URL_RE.fullmatch(url)):
+                return ".webhooks item %d must be an http(s) URL without spaces" % index
+        problem = Str(empty_ok=True).check(value.get("command", ""))
+        return ".command %s" % problem if problem else None
+
+
 IMAGE = Str(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$", "must be an image reference (registry/name:tag or @sha256:...)")
 SUFFIX = Str(r"^\.[A-Za-z0-9._-]+$", "must be a suffix like .partial (a dot, then letters, digits, . _ -)")
 COMMAND_WORD = Str(r"^[A-Za-z0-9_./+-]+$", "must be a command or path without spaces or shell characters")
@@ -297,6 +320,9 @@ TRAIN = [
         scope="cluster", has_default=True, default=0),
     Var("train_job_prune", Choice("trash", "delete"), "What happens to pruned checkpoints.", scope="cluster",
         default="trash"),
+    Var("train_job_notify", Notify(), "Where word of the job's events goes (docs/status.md, \"Word of the job's "
+        "events\"): webhook URLs (JSON POST, `text` for Slack, Mattermost, Teams) and/or a command run on the head "
+        "with the event JSON on stdin.", scope="cluster", secret=True, has_default=True, default={}),
 ]
 
 NODE = [
