@@ -143,10 +143,10 @@ def _range_problem(c, where, flag, value):
 
 def rule_gpu_budget(c):
     nodes, per_node, rollout = as_int(c.actor_num_nodes), as_int(c.actor_gpus_per_node), as_int(c.rollout_num_gpus)
-    if None in (nodes, per_node, rollout):
+    counts = [as_int(g) for g in c.nodes.values()]
+    if None in (nodes, per_node, rollout) or None in counts:
         return []  # the schema reports the variable itself
     problems = []
-    counts = [as_int(g) or 0 for g in c.nodes.values()]
     total, actor = sum(counts), nodes * per_node
     colocate = c.arg("colocate") is True
     # slime/ray/placement_group.py L100-117: colocate -> max(actor, rollout), else actor + rollout.
