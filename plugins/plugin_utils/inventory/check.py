@@ -342,6 +342,7 @@ class InventoryCheck:
             "overrides": self.good(head, "slime_train_args_overrides") or {},
             "model_args": self.good(head, "slime_model_args"),
             "known_flags_extra": self.good(head, "slime_train_known_flags_extra") or [],
+            "sglang_version": self.good(head, "slime_sglang_version"),
             "tp_above_query_groups": self.good(head, "slime_megatron_tp_above_query_groups", False),
         }
         for problem in training_config.check(config):
