@@ -121,6 +121,8 @@ def render():
                        ("@@PATH_RULE@@", (PATH_RULE[0].upper() + PATH_RULE[1:]).replace("`", "backquotes")),
                        ("@@CLASSES@@", classes),
                        ("@@FLAG_COUNT@@", str(len(known_flags.FLAGS))),
+                       ("@@SGLANG_VERSIONS@@", ", ".join("%s: %d flags" % (v, len(known_flags.sglang_flags(v)))
+                                                         for v in known_flags.SGLANG_VERSIONS)),
                        ("@@SLIME_REVISIONS@@", " and ".join(sources["slime"]["revisions"])),
                        ("@@MEGATRON_COMMIT@@", sources["megatron"]["commit"][:12])):
         text = text.replace(key, value)

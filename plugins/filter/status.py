@@ -6,12 +6,14 @@ from ansible_collections.mtslime.posttrain.plugins.plugin_utils.report import st
 
 
 def slime_status(job, progress=None, checkpoint=None, manifest=None, cluster=None, head=None, experiment=None,
-                 log_file=None, save_dir=None, tensorboard=None, report=None):
+                 log_file=None, save_dir=None, tensorboard=None, report=None, containers=None):
     """One cluster's status from the registered results of ray_job (state=status), train_progress,
-    mcore_checkpoint (expect=training) and the slurped manifest."""
+    mcore_checkpoint (expect=training) and the slurped manifest; containers: {node: state of its training
+    container} (playbooks/plays/container_state.yml)."""
     return status_doc.cluster_status(job=job, progress=progress, checkpoint=checkpoint, manifest=manifest,
                                      cluster=cluster, head=head, experiment=experiment, log_file=log_file,
-                                     save_dir=save_dir, tensorboard=tensorboard, report=report)
+                                     save_dir=save_dir, tensorboard=tensorboard, report=report,
+                                     containers=containers)
 
 
 def slime_status_document(clusters, generated_at=None):

@@ -53,8 +53,9 @@ description:
     own session, survives the end of the playbook, ends when the job ends, and its pid is kept in
     C(<log dir>/.<stem>.follower.pid). An alive follower of the active job is left alone; a dead one is restarted
     (that is a change). A regular file found at O(log_file) (the guide's script writes one) is moved aside first."
-  - "O(state=stopped) stops every active job of the experiment and waits until each has ended. O(state=status)
-    reports the latest job and changes nothing."
+  - "O(state=stopped) stops every active job of the experiment and waits until each has ended; when nothing answers
+    at a dashboard on this node (V(127.0.0.1), V(localhost)) and no Ray process runs here, no job can run, and it
+    says so in RV(message) and succeeds. O(state=status) reports the latest job and changes nothing."
 options:
   state:
     description: What to ensure.
@@ -413,6 +414,7 @@ from ansible_collections.mtslime.posttrain.plugins.module_utils.job.manifest imp
 from ansible_collections.mtslime.posttrain.plugins.module_utils.job import crash_loop
 from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.api import RayApiError, RayClient, normalize_url
 from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.common import ray_argument_spec
+from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.processes import ray_processes
 
 EXPERIMENT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 RESTART_NOTE = "the running job keeps its arguments; stop it with playbooks/stop.yml to apply"
@@ -575,6 +577,12 @@ def state_running(module, client, url, jobs, follower):
     return parts, decision
 
 
+def no_ray_here(url, exc):
+    """Nothing answers at a dashboard on this node and no Ray process runs here: no job can run."""
+    host = url.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
+    return exc.kind == "connect" and host in ("127.0.0.1", "localhost", "::1") and not ray_processes()
+
+
 def run(module, url, parts):
     """The task's steps; each returns its outcome into `parts` (kept on failure too)."""
     params = module.params
@@ -582,6 +590,10 @@ def run(module, url, parts):
     try:
         jobs = client.list_jobs()
     except RayApiError as exc:
+        if params["state"] == "stopped" and no_ray_here(url, exc):
+            parts.append(outcome(fields={"message": "no Ray runs on this node (no Ray process, nothing answers at "
+                                                    "%s): no job can run, nothing to stop" % url}))
+            return []
         raise JobError("cannot list the jobs at %s: %s" % (url, exc), error=exc.to_dict()) from None
     follower = (job_logs.Follower(module.get_bin_path, params["log_file"], url, params["log_follower"],
                                   params["follow_interval"]) if params["log_file"] else None)

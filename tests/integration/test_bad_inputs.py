@@ -161,6 +161,14 @@ BAD = [
     ("rocm", DEFAULT, {"slime_accelerator": "rocm"}, "slime_accelerator", "slime_accelerator_profiles (musa, cuda)"),
     ("unknown flag", DEFAULT, {OVERRIDE: {"rollout-temprature": 1}}, "['rollout-temprature']",
      "did you mean --rollout-temperature"),
+    ("misspelt SGLang flag", DEFAULT, {OVERRIDE: {"sglang-mem-fraction-statc": 0.7}},
+     "['sglang-mem-fraction-statc']", "did you mean --sglang-mem-fraction-static"),
+    ("0 GPUs per node", DEFAULT, {"slime_gpus_per_node": 0}, "slime_gpus_per_node", "must be an integer >= 1, <= 1024"),
+    ("negative lock timeout", DEFAULT, {"data_lock_timeout": -1}, "data_lock_timeout", "must be an integer >= 1"),
+    ("a number for a path", DEFAULT, {"container_archive_dir": -1}, "container_archive_dir",
+     "must be an absolute path (a string), not an integer"),
+    ("a number among the volumes", DEFAULT, {"container_volumes": ["/data:/data", 5]}, "container_volumes",
+     "item 1 (5) must be a string host:container[:mode], not an integer"),
 ]
 
 

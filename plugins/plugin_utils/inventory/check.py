@@ -332,7 +332,7 @@ class InventoryCheck:
                   "slime_rollout_num_gpus")
         if any(self.good(head, name) is None for name in needed):
             return  # their own problems are reported
-        gpus = {n: as_int(self.good(n, "slime_gpus_per_node")) or 0 for n in cluster["nodes"]}
+        gpus = {n: as_int(self.good(n, "slime_gpus_per_node")) for n in cluster["nodes"]}  # None: reported
         config = {
             "cluster": cluster["name"], "head": head, "nodes": gpus,
             "actor_num_nodes": self.good(head, "slime_actor_num_nodes"),
@@ -342,6 +342,7 @@ class InventoryCheck:
             "overrides": self.good(head, "slime_train_args_overrides") or {},
             "model_args": self.good(head, "slime_model_args"),
             "known_flags_extra": self.good(head, "slime_train_known_flags_extra") or [],
+            "sglang_version": self.good(head, "slime_sglang_version"),
             "tp_above_query_groups": self.good(head, "slime_megatron_tp_above_query_groups", False),
         }
         for problem in training_config.check(config):

@@ -132,6 +132,8 @@ class Path(Str):
             self.doc += ', or ""'
 
     def check(self, value):
+        if not isinstance(value, str):
+            return "must be an absolute path (a string), not %s" % kind_of(value)
         problem = super().check(value)
         if problem or value == "":
             return problem
@@ -279,10 +281,12 @@ class Ip(Type):
         self.doc = "IP address" + (" or `localhost`" if allow_localhost else "") + (', or ""' if empty_ok else "")
 
     def check(self, value):
+        if not isinstance(value, str):
+            return "must be an IP address (a string such as 10.0.0.11), not %s" % kind_of(value)
         if value == "" and self.empty_ok or value == "localhost" and self.allow_localhost:
             return None
         try:
-            ipaddress.ip_address(str(value) if isinstance(value, str) else value)
+            ipaddress.ip_address(value)
         except ValueError:
             return "must be an IP address (a host name would put a line Ray and slime cannot use in the hostfile)"
         return None
@@ -298,6 +302,8 @@ class Volume(Str):
         super().__init__(doc="bind mount `host:container[:mode]`, both absolute paths")
 
     def check(self, value):
+        if not isinstance(value, str):
+            return "must be a string host:container[:mode], not %s" % kind_of(value)
         problem = super().check(value)
         if problem:
             return problem

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils.training import known_flags
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.inventory.schema import (
     ENV_NAME_RE,
     Bool,
@@ -301,6 +302,10 @@ TRAIN = [
         required=True),
     Var("slime_train_known_flags_extra", List(Str(FLAG_KEY_RE.pattern, "must be a flag name")),
         "Flags of your slime fork that the known-flag list lacks.", scope="cluster"),
+    Var("slime_sglang_version", Choice(*known_flags.SGLANG_VERSIONS + (known_flags.UNCHECKED,)), "The image's "
+        "SGLang: its server's and router's flags are the --sglang-*/--router-* flags the configuration check "
+        "accepts (sglang_flags.json; slime's own image has 0.5.15.post1); unchecked lets any pass.",
+        scope="cluster"),
     Var("slime_megatron_tp_above_query_groups", Bool(), "The image's Megatron-LM accepts a tensor parallel size "
         "that is a multiple of the query groups (megatron-core >= 0.16, commit f7dfb99795; slime's own image, "
         "Megatron 1dcf0dafa884, does); false keeps the older rule (TP divides the query groups).",
@@ -370,5 +375,5 @@ TOPICS = (("Paths", PATHS), ("Accelerator", ACCELERATOR), ("Container", CONTAINE
 # Variables the plays compute (facts.yml, preflight); never set in the inventory.
 COMPUTED = frozenset(("slime_cluster_info", "slime_storage_info", "slime_topology", "slime_storage_layout",
                       "slime_stage", "slime_run_id", "slime_node_accelerator", "slime_accelerator_profile",
-                      "slime_log_file"))
+                      "slime_log_file", "slime_container_state", "slime_container_missing"))
 assert all(ENV_NAME_RE.fullmatch(v.name) for v in VARS)

@@ -76,8 +76,34 @@ def _text(value):
 
 
 # -- parts --------------------------------------------------------------------------------------
-def job_part(job):
+# Container states (playbooks/plays/container_state.yml) in which the head's job can be read: a running training
+# container, or none needed (container_enabled: false: node).
+STAGES_RUN = ("running", "node", "unknown")
+
+
+def containers_part(containers):
+    """{node: state} of the cluster's training containers, or None when they were not read."""
+    if not isinstance(containers, dict):
+        return None
+    return {str(node): _text(state) or "unknown" for node, state in containers.items()}
+
+
+def container_missing(containers, node):
+    """Why `node` has no running training container (so no Ray and no job in it), or None."""
+    state = (containers or {}).get(node) or "unknown"
+    if state in STAGES_RUN:
+        return None
+    if state == "absent":
+        return "no training container on %s" % node
+    return "the training container of %s is %s, not running" % (node, state)
+
+
+def job_part(job, missing=None):
     usable = _usable(job)
+    if usable is None and missing:
+        return {"submission_id": None, "attempt": None, "status": "NONE",
+                "message": "%s: no Ray and no job run there" % missing, "start_time": None, "end_time": None,
+                "driver_exit_code": None, "dashboard_url": None, "error": None}
     if usable is None:
         return {"submission_id": None, "attempt": None, "status": "UNKNOWN", "message": "", "start_time": None,
                 "end_time": None, "driver_exit_code": None, "dashboard_url": None,
@@ -283,18 +309,35 @@ def summary_line(cluster):
             text += ", error: %s%s" % (line, where)
     elif job.get("error"):
         text += ", %s" % job["error"][:200]
+    missing = [container_missing(cluster.get("containers"), node) for node in cluster.get("nodes") or []]
+    if any(missing):
+        text += ", %s" % "; ".join(m for m in missing if m)
     return text
 
 
+def _not_read(result, missing):
+    """A result that was skipped because the head has no running container says so."""
+    if missing and (not isinstance(result, dict) or not result or result.get("skipped")):
+        return {"skipped": True, "skip_reason": missing}
+    return result
+
+
 def cluster_status(job=None, progress=None, checkpoint=None, manifest=None, cluster=None, head=None,
-                   experiment=None, log_file=None, save_dir=None, tensorboard=None, report=None):
+                   experiment=None, log_file=None, save_dir=None, tensorboard=None, report=None, containers=None):
     cluster = cluster or {}
+    head = head or cluster.get("head")
+    containers = containers_part(containers)
+    missing = container_missing(containers, head)
+    progress = _not_read(progress, missing)
+    if save_dir:
+        checkpoint = _not_read(checkpoint, missing)
     status = {
         "cluster": str(cluster.get("name") or head or ""),
-        "head": head or cluster.get("head"),
+        "head": head,
         "nodes": list(cluster.get("nodes") or ([head] if head else [])),
         "experiment": experiment,
-        "job": job_part(job),
+        "containers": containers,
+        "job": job_part(job, missing),
         "attempts": attempts_part(job),
         "crash_loop": crash_loop_part(job),
         "last": last_part(progress, log_file),

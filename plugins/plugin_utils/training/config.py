@@ -63,6 +63,7 @@ class ClusterConfig:
         self.groups, self.located = apply_overrides(self.raw_groups, self.overrides)
         self.args = effective_args(self.groups)
         self.known_flags_extra = list(config.get("known_flags_extra") or [])
+        self.sglang_version = config.get("sglang_version") or known_flags.UNCHECKED
         self.tp_above_groups = bool(config.get("tp_above_query_groups"))
 
     def where(self, flag):
@@ -102,18 +103,11 @@ def rule_flag_types(c):
     seen += [("slime_train_args_overrides['%s']" % normalise_flag(f), f, v) for f, v in c.raw_overrides.items()]
     seen += [("slime_model_args['%s']" % f, f, v) for f, v in c.model_args.items()]
     for where, flag, value in seen:
-        record = known_flags.spec(flag, c.known_flags_extra)
+        record = known_flags.spec(flag, c.known_flags_extra, c.sglang_version)
         if record is None:
             if value is None or value is False:
                 continue
-            hint = known_flags.suggestion(flag, c.known_flags_extra)
-            problems.append(c.problem(where, "--%s is not a flag train.py knows (slime %s and Megatron %s); slime "
-                                      "ignores unknown flags silently" % (
-                                          normalise_flag(flag), "/".join(known_flags.DATA["sources"]["slime"]
-                                                                         ["revisions"]),
-                                          known_flags.DATA["sources"]["megatron"]["commit"][:12]),
-                                      ("did you mean --%s? " % hint if hint else "") + "correct it, or list it in "
-                                      "slime_train_known_flags_extra if your slime fork has it", value))
+            problems.append(_unknown_flag(c, where, flag, value))
             continue
         rule = known_flags.value_problem(flag, value, record)
         if rule:
@@ -122,6 +116,22 @@ def rule_flag_types(c):
             continue
         problems += _range_problem(c, where, normalise_flag(flag), value)
     return problems
+
+
+def _unknown_flag(c, where, flag, value):
+    name = normalise_flag(flag)
+    hint = known_flags.suggestion(flag, c.known_flags_extra, c.sglang_version)
+    fix = ("did you mean --%s? " % hint if hint else "") + "correct it, or list it in slime_train_known_flags_extra"
+    if known_flags.PASSTHROUGH.fullmatch(name):
+        # slime hands --sglang-*/--router-* to SGLang's server args and router (parse_known_args).
+        return c.problem(where, "--%s is not a flag that SGLang %s or its router accepts (slime_sglang_version); "
+                         "slime drops unknown flags silently" % (name, c.sglang_version),
+                         fix + " if your image's SGLang has it, or set slime_sglang_version to your image's SGLang "
+                         "(%s)" % ", ".join(known_flags.SGLANG_VERSIONS + (known_flags.UNCHECKED,)), value)
+    return c.problem(where, "--%s is not a flag train.py knows (slime %s and Megatron %s); slime ignores unknown "
+                     "flags silently" % (name, "/".join(known_flags.DATA["sources"]["slime"]["revisions"]),
+                                         known_flags.DATA["sources"]["megatron"]["commit"][:12]),
+                     fix + " if your slime fork has it", value)
 
 
 def _range_problem(c, where, flag, value):
@@ -143,10 +153,10 @@ def _range_problem(c, where, flag, value):
 
 def rule_gpu_budget(c):
     nodes, per_node, rollout = as_int(c.actor_num_nodes), as_int(c.actor_gpus_per_node), as_int(c.rollout_num_gpus)
-    if None in (nodes, per_node, rollout):
+    counts = [as_int(g) for g in c.nodes.values()]
+    if None in (nodes, per_node, rollout) or None in counts:
         return []  # the schema reports the variable itself
     problems = []
-    counts = [as_int(g) or 0 for g in c.nodes.values()]
     total, actor = sum(counts), nodes * per_node
     colocate = c.arg("colocate") is True
     # slime/ray/placement_group.py L100-117: colocate -> max(actor, rollout), else actor + rollout.

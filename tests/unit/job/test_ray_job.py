@@ -446,6 +446,24 @@ def test_stopped_with_nothing_active(run_module, fake, tmp_path):
     assert not failed and not result["changed"] and result["submission_id"] is None
 
 
+def test_stopped_without_ray_on_the_node_has_nothing_to_stop(run_module, fake, monkeypatch):
+    url = fake.url
+    fake.close()  # nothing answers there any more
+    monkeypatch.setattr(ray_job, "ray_processes", lambda: [])
+    result, failed = run_module(ray_job, {"dashboard_url": url, "experiment": EXP, "state": "stopped"})
+    assert not failed and not result["changed"] and result["submission_id"] is None
+    assert result["message"] == "no Ray runs on this node (no Ray process, nothing answers at %s): no job can run, " \
+                                "nothing to stop" % url
+    # a Ray process that does not answer (a wrong port, a dashboard not up yet) is a failure, not "nothing to stop"
+    monkeypatch.setattr(ray_job, "ray_processes", lambda: [(42, "gcs_server")])
+    result, failed = run_module(ray_job, {"dashboard_url": url, "experiment": EXP, "state": "stopped"})
+    assert failed and "cannot list the jobs at %s" % url in result["msg"]
+    # status still says that it could not read the job
+    monkeypatch.setattr(ray_job, "ray_processes", lambda: [])
+    result, failed = run_module(ray_job, {"dashboard_url": url, "experiment": EXP, "state": "status"})
+    assert failed and "cannot list the jobs" in result["msg"]
+
+
 def test_stop_timeout_names_the_job(run_module, fake):
     fake.stop_after = None  # Ray never reaches a terminal state
     fake.add_job("qwen3-8B-attempt-1", "RUNNING", OURS)

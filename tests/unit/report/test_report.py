@@ -211,6 +211,36 @@ def test_what_could_not_be_read_still_validates_and_says_why(tmp_path):
     assert "cannot list the jobs" in cluster["line"]
 
 
+def test_a_head_without_a_running_container_has_no_job_and_the_line_names_each_node(tmp_path):
+    skipped = {"skipped": True, "skip_reason": "Conditional result was False"}
+    cluster = status_doc.cluster_status(
+        job=skipped, progress=skipped, checkpoint=skipped, manifest=skipped,
+        cluster={"name": "c1", "head": "node1", "nodes": ["node1", "node2", "node3"]}, head="node1",
+        experiment="qwen3-8B", log_file="/w/logs/qwen3-8B.log", save_dir="/data/ckpt",
+        containers={"node1": "absent", "node2": "exited", "node3": "running"})
+    validate(status_doc.document([cluster]))
+    assert cluster["containers"] == {"node1": "absent", "node2": "exited", "node3": "running"}
+    assert cluster["job"]["status"] == "NONE" and cluster["job"]["error"] is None
+    assert cluster["job"]["message"] == "no training container on node1: no Ray and no job run there"
+    assert cluster["last"]["error"] == "the log (train_progress) was not read (no training container on node1)"
+    assert cluster["checkpoint"]["error"] == "the save dir (mcore_checkpoint) was not read (no training container " \
+                                             "on node1)"
+    assert cluster["line"] == ("c1: no job NONE, step -, reward -, pass@1 -, eval -, tokens/s -, no training "
+                               "container on node1; the training container of node2 is exited, not running")
+
+
+@pytest.mark.parametrize("state", ["running", "node", "unknown"])
+def test_a_head_whose_stages_can_run_is_read_as_before(tmp_path, state):
+    cluster = status_fixture(tmp_path)
+    with_state = status_doc.cluster_status(
+        job=job_fixture(), progress={"skipped": True}, cluster={"name": "c1", "head": "node1", "nodes": ["node1"]},
+        head="node1", experiment="qwen3-8B", containers={"node1": state})
+    validate(status_doc.document([with_state]))
+    assert with_state["job"] == cluster["job"] and with_state["containers"] == {"node1": state}
+    assert with_state["last"]["error"] == "the log (train_progress) was not read (skipped)"
+    assert cluster["containers"] is None  # not given: not read
+
+
 def test_an_older_ray_job_without_attempts_gives_them_from_its_jobs(tmp_path):
     job = job_fixture()
     del job["attempts"], job["crash_loop"]

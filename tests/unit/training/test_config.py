@@ -48,6 +48,7 @@ def guide_config():
         "overrides": {},
         "model_args": _inventory("model.yml")["slime_model_args"],
         "tp_above_query_groups": train["slime_megatron_tp_above_query_groups"],
+        "sglang_version": train["slime_sglang_version"],
     }
 
 
@@ -121,6 +122,29 @@ def test_unknown_flag_with_suggestion_and_the_extra_list():
     assert "slime_train_known_flags_extra" in text
     assert problems(overrides={"my-fork-flag": 1}, known_flags_extra=["my-fork-flag"]) == []
     assert problems(overrides={"rollout-temprature": None}) == []  # null leaves it out
+
+
+def test_a_misspelt_sglang_or_router_flag_names_the_nearest_known_one():
+    assert validate(dict(guide_config(), overrides={"sglang-mem-fraction-statc": 0.7})) == [
+        "slime_train_args_overrides['sglang-mem-fraction-statc'] = 0.7 (host localhost): cluster localhost: "
+        "--sglang-mem-fraction-statc is not a flag that SGLang 0.5.15.post1 or its router accepts "
+        "(slime_sglang_version); slime drops unknown flags silently. Fix: did you mean --sglang-mem-fraction-static? "
+        "correct it, or list it in slime_train_known_flags_extra if your image's SGLang has it, or set "
+        "slime_sglang_version to your image's SGLang (0.5.15.post1, unchecked)."]
+    text = one(overrides={"router-polcy": "round_robin"}).text()
+    assert "--router-polcy is not a flag that SGLang 0.5.15.post1" in text and "did you mean --router-policy?" in text
+
+
+def test_sglang_flags_slime_sets_itself_are_not_passed_through():
+    """slime registers SGLang's server args less its skipped_args (tp_size, port, ...): --sglang-tp-size is unknown."""
+    text = one(overrides={"sglang-tp-size": 2}).text()
+    assert "--sglang-tp-size is not a flag that SGLang 0.5.15.post1" in text
+
+
+def test_an_unlisted_sglang_is_not_checked_and_the_extra_list_applies():
+    assert problems(overrides={"sglang-mem-fraction-statc": 0.7}, sglang_version="unchecked") == []
+    assert problems(overrides={"sglang-fork-flag": 1}, known_flags_extra=["sglang-fork-flag"]) == []
+    assert problems(overrides={"sglang-mem-fraction-statc": None}) == []  # null leaves it out
 
 
 def test_model_args_are_typed_too():

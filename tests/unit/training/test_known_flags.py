@@ -65,6 +65,8 @@ def test_sources_are_recorded():
 def test_passthrough_and_extra_flags():
     assert known_flags.spec("sglang-mem-fraction-static") == {"type": "passthrough"}
     assert known_flags.spec("router-policy") == {"type": "passthrough"}
+    assert known_flags.spec("sglang-mem-fraction-statc") == {"type": "passthrough"}  # unchecked by default
+    assert known_flags.spec("sglang-mem-fraction-statc", sglang_version="0.5.15.post1") is None
     assert known_flags.spec("rm-type-fork", extra=["--rm-type-fork"]) == {"type": "extra"}
     assert known_flags.spec("not-a-flag") is None
 
@@ -79,4 +81,31 @@ def test_the_committed_list_is_what_the_parsers_give():
     proc = subprocess.run([sys.executable, os.path.join(REPO, "tools", "known_flags.py"), "--slime-git",
                            MIRRORS["slime"], "--megatron-git", MIRRORS["megatron"], "--check"],
                           capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+GUIDE_SGLANG_FLAGS = ("sglang-mem-fraction-static", "sglang-attention-backend", "sglang-cuda-graph-max-bs",
+                      "sglang-disable-overlap-schedule", "sglang-disable-cuda-graph")
+
+
+@pytest.mark.parametrize("version", known_flags.SGLANG_VERSIONS)
+def test_each_sglang_version_has_the_guides_flags_and_not_the_ones_slime_sets(version):
+    flags = known_flags.sglang_flags(version)
+    assert set(GUIDE_SGLANG_FLAGS) <= flags
+    assert "router-policy" in flags and "sglang-enable-dp-attention" in flags
+    # slime's skipped_args (sglang_utils/arguments.py) and the router's host/port (exclude_host_port=True)
+    assert not {"sglang-model-path", "sglang-tp-size", "sglang-port", "sglang-config", "router-host"} & flags
+
+
+SGLANG_SOURCES = {"slime": MIRRORS["slime"], "sglang": os.environ.get("MTSLIME_SGLANG_WHEEL", ""),
+                  "router": os.environ.get("MTSLIME_SGLANG_ROUTER_WHEEL", "")}
+
+
+@pytest.mark.skipif(not all(p and os.path.exists(p) for p in SGLANG_SOURCES.values()),
+                    reason="needs a clone of THUDM/slime and the sglang and sglang-router wheels (MTSLIME_SLIME_GIT, "
+                    "MTSLIME_SGLANG_WHEEL, MTSLIME_SGLANG_ROUTER_WHEEL)")
+def test_the_committed_sglang_list_is_what_the_sources_give():
+    proc = subprocess.run([sys.executable, os.path.join(REPO, "tools", "sglang_flags.py"), "--slime-git",
+                           SGLANG_SOURCES["slime"], "--sglang-wheel", SGLANG_SOURCES["sglang"], "--router-wheel",
+                           SGLANG_SOURCES["router"], "--check"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
