@@ -61,6 +61,13 @@ def _plan(save_dir):
     }
 
 
+def resume_point(save_dir):
+    """The one answer to "which iteration does a resume of `save_dir` load": resume_plan's resume_iteration
+    (an int, or None: the job starts from the converted checkpoint its --load names). Reads, changes nothing.
+    The checkpoint inspection (mcore_checkpoint expect=training), retention, status and the job plan ask this."""
+    return resume_plan(save_dir)["resume_iteration"]
+
+
 def _why(report):
     if not report["complete"]:
         return "incomplete: %s (%s)" % ("; ".join(report["problems"]), mcore.describe_stage(report))

@@ -138,7 +138,6 @@ def resume(save_dir, load_flag, argv, check_mode=False):
         "save_dir": save_dir,
         "state": found.get("state"),
         "latest_iteration": found.get("latest_iteration"),
-        "latest_complete_iteration": found.get("latest_complete_iteration"),
         "iterations": found.get("iterations") or [],
         "dataset_state": plan["data_state"],
         "dataset_state_file": plan["dataset_state_file"],

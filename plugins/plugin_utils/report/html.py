@@ -147,7 +147,7 @@ def page(status, png, metrics, plot_info, title):
     parts.append(_table(["", ""], [
         ["save dir", _e(checkpoint.get("save_dir"))], ["state", _e(checkpoint.get("state"))],
         ["tracker", _e(checkpoint.get("tracker"))],
-        ["latest complete iteration", _e(checkpoint.get("latest_complete_iteration"))],
+        ["a resume loads iteration", _e(checkpoint.get("resume_iteration"))],
         ["complete iterations", _e(_iterations(checkpoint.get("complete_iterations")))],
         ["incomplete iterations", _e(_iterations(checkpoint.get("incomplete_iterations")))],
         ["data state", _e(checkpoint.get("dataset_state"))], ["message", _e(checkpoint.get("message") or

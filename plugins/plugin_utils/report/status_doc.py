@@ -14,11 +14,11 @@ import json
 import re
 import shlex
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 NON_FINITE = ("nan", "inf", "-inf")
 ATTEMPT_FIELDS = ("submission_id", "attempt", "status", "submitted_at", "ended_at", "first_step", "last_step",
                   "exception", "hint", "resumed_from_iteration", "data_state", "log")
-CHECKPOINT_FIELDS = ("state", "tracker", "latest_iteration", "latest_complete_iteration", "complete_iterations",
+CHECKPOINT_FIELDS = ("state", "tracker", "latest_iteration", "resume_iteration", "complete_iterations",
                      "incomplete_iterations", "dataset_state", "message")
 THROUGHPUT = {
     "perf/tokens_per_gpu_per_sec": "rollout_tokens_per_gpu_per_s",
@@ -260,8 +260,8 @@ def summary_line(cluster):
     parts.append("tokens/s %s" % _num(last["throughput"].get("rollout_tokens_per_gpu_per_s",
                                                               last["throughput"].get("train_tokens_per_s"))))
     checkpoint = cluster["checkpoint"]
-    if checkpoint.get("latest_complete_iteration") is not None:
-        parts.append("checkpoint %d" % checkpoint["latest_complete_iteration"])
+    if checkpoint.get("resume_iteration") is not None:
+        parts.append("checkpoint %d" % checkpoint["resume_iteration"])
     loop = cluster.get("crash_loop")
     if loop and loop.get("count"):
         parts.append("crash loop %d/%s at step %s" % (loop["count"], _num(loop.get("limit")), _num(loop.get("step"))))
