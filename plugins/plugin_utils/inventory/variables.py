@@ -297,6 +297,8 @@ TRAIN = [
         scope="cluster", has_default=True, default=0),
     Var("train_job_prune", Choice("trash", "delete"), "What happens to pruned checkpoints.", scope="cluster",
         default="trash"),
+    Var("train_job_trash_dir", Path(empty_ok=True), "Where pruned checkpoints go with train_job_prune: trash, on the "
+        "save dir's filesystem and outside it (\"\": <save dir>.trash).", scope="cluster", default=""),
 ]
 
 NODE = [
