@@ -70,7 +70,7 @@ def decide(jobs, experiment, record_dirs=()):
     latest = found["ours"][-1] if found["ours"] else None
     if found["active"]:
         action = KEEP
-    elif latest is not None and latest.get("status") == "SUCCEEDED":
+    elif latest is not None and latest.get("status") == job_rules.SUCCEEDED:
         action = FINISHED
     elif found["foreign_active"]:
         action = REFUSE
