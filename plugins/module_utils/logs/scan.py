@@ -7,13 +7,13 @@ from __future__ import annotations
 import os
 import re
 
+from ansible_collections.mtslime.posttrain.plugins.module_utils.logs.ansi import ANSI, strip_ansi  # noqa: F401
 from ansible_collections.mtslime.posttrain.plugins.module_utils.logs.tracebacks import (
     TracebackScanner,
     is_noise,
     split_rank,
 )
 
-ANSI = re.compile(r"\x1B\[[0-9;?]*[ -/]*[@-~]")
 
 # Ordered: the first line matching any of these is "the first error".
 ERROR_PATTERNS = (
@@ -29,8 +29,6 @@ ERROR_PATTERNS = (
 )
 
 
-def strip_ansi(text):
-    return ANSI.sub("", text)
 
 
 def last_line(path, max_bytes=65536):

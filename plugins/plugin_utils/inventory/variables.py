@@ -345,5 +345,5 @@ TOPICS = (("Paths", PATHS), ("Accelerator", ACCELERATOR), ("Container", CONTAINE
 # Variables the plays compute (facts.yml, preflight); never set in the inventory.
 COMPUTED = frozenset(("slime_cluster_info", "slime_storage_info", "slime_topology", "slime_storage_layout",
                       "slime_stage", "slime_run_id", "slime_node_accelerator", "slime_accelerator_profile",
-                      "slime_log_file"))
+                      "slime_log_file", "slime_job_files", "slime_train_effective_args"))
 assert all(ENV_NAME_RE.fullmatch(v.name) for v in VARS)

@@ -43,3 +43,10 @@ def test_no_other_file_spells_a_status():
 
 def test_the_standalone_followers_copy_equals_the_rule():
     assert log_follower.TERMINAL == rules.TERMINAL
+
+
+def test_the_standalone_followers_ansi_expression_is_the_one_rule():
+    from ansible_collections.mtslime.posttrain.plugins.module_utils.logs import ansi
+
+    assert log_follower.ANSI.pattern == ansi.PATTERN
+    assert log_follower.strip_ansi("\x1b[32mstep 1:\x1b[0m ok") == ansi.strip_ansi("\x1b[32mstep 1:\x1b[0m ok")
