@@ -2,7 +2,8 @@
 (container_enabled false, so the stage runs on this machine; no Docker, no Ray: the job task is not selected) over
 a save dir laid out with real torch_dist metadata (tests/unit/data/dcp/). Check mode predicts and changes
 nothing; the run moves what the rule prunes to the trash dir, keeps the iteration a resume loads with its data
-cursor; a rerun changes nothing; a save in progress blocks it."""
+cursor; a rerun changes nothing; a save in progress blocks it. The docker-marked test runs the same through a
+node whose stages run in the training container (the training-suite test image).
 from __future__ import annotations
 
 import os
@@ -82,3 +83,32 @@ def test_a_save_in_progress_blocks_the_role_and_keep_zero_makes_no_call(bed):
     run = run_playbook("site.yml", "inventory/", "--tags", "retention", timeout=600,
                        extravars=dict(extravars, train_job_keep_checkpoints=0))
     assert run.rc == 0 and not run.results(TASK), "keep 0 keeps every checkpoint without a module call"
+
+
+@pytest.mark.docker
+def test_inside_the_training_container_as_site_runs_it(bed):
+    """The same task through the stage target of a node with a container (community.docker.docker into the
+    training-suite test image): the save dir is mounted at a /data path that exists only in the container, so a
+    prune proves the module ran there."""
+    import subprocess
+
+    image, name = "mtslime-test/training-suite:current", "mtslime-retention-test"
+    save, extravars = bed
+    root = save.parent
+    if subprocess.run(["docker", "image", "inspect", image], capture_output=True).returncode != 0:
+        pytest.fail("the test image is missing: run tests/images/build first")
+    subprocess.run(["docker", "rm", "-f", name], capture_output=True)
+    subprocess.run(["docker", "run", "-d", "--name", name, "-v", "%s:/data/retention-test" % root, "--entrypoint",
+                    "sleep", image, "inf"], check=True, capture_output=True)
+    try:
+        inside = {"container_enabled": True, "container_name": name, "slime_save_dir": "/data/retention-test/save",
+                  "slime_log_dir": "/data/retention-test/logs", "train_job_keep_checkpoints": 2}
+        done = site(inside)
+        assert done["changed"] and done["pruned"] == [1, 2, 3] and done["kept"] == [4, 5, 6], done
+        assert done["trash_dir"] == "/data/retention-test/save.trash"
+        assert iterations(save) == ["iter_0000004", "iter_0000005", "iter_0000006"]
+        assert not site(inside)["changed"]
+    finally:
+        subprocess.run(["docker", "exec", name, "chown", "-R", "%d:%d" % (os.getuid(), os.getgid()),
+                        "/data/retention-test"], capture_output=True)
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True)
