@@ -3,7 +3,7 @@
 a save dir laid out with real torch_dist metadata (tests/unit/data/dcp/). Check mode predicts and changes
 nothing; the run moves what the rule prunes to the trash dir, keeps the iteration a resume loads with its data
 cursor; a rerun changes nothing; a save in progress blocks it. The docker-marked test runs the same through a
-node whose stages run in the training container (the training-suite test image).
+node whose stages run in the training container (the training-suite test image)."""
 from __future__ import annotations
 
 import os
