@@ -21,7 +21,7 @@ import ansible_runner
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HEALTHY = ("PENDING", "RUNNING", "SUCCEEDED")
-SCHEMA_VERSION = 1  # the version this program understands
+SCHEMA_VERSION = 2  # the version this program understands
 
 
 class StatusError(RuntimeError):

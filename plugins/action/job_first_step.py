@@ -7,6 +7,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
+from ansible_collections.mtslime.posttrain.plugins.module_utils.job import rules as job_rules
 from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.common import ray_argument_spec
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.job import first_step
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.waiting import SAY_EVERY, Waiter, duration
@@ -40,7 +41,7 @@ class Poll:
             return {"failed": True, "msg": "reading the job's status failed: %s" % found.get("msg")}
         self.sid, self.status = first_step.job_status(found, self.args.get("submission_id"))
         progress_args = {"log_file": self.args["log_file"], "tail_lines": 0, "context_lines": 0}
-        if self.status in ("PENDING", "RUNNING", "SUCCEEDED", "FAILED", "STOPPED"):
+        if self.status in job_rules.STATUSES:
             progress_args["status"] = self.status
         progress = self.execute("mtslime.posttrain.train_progress", progress_args)
         if progress.get("failed"):

@@ -37,9 +37,9 @@ def subtitle(metrics, status):
         step = (status.get("last") or {}).get("step")
         if step is not None:
             text += ", step %s" % step
-        iteration = (status.get("checkpoint") or {}).get("latest_complete_iteration")
+        iteration = (status.get("checkpoint") or {}).get("resume_iteration")
         if iteration is not None:
-            text += "; last complete checkpoint iter %s" % iteration
+            text += "; a resume loads checkpoint iter %s" % iteration
     return text
 
 

@@ -9,6 +9,8 @@ import re
 import shlex
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.mtslime.posttrain.plugins.module_utils.job import names as run_names
+from ansible_collections.mtslime.posttrain.plugins.module_utils.logs import ansi
 from ansible_collections.mtslime.posttrain.plugins.module_utils.checkpoint import size
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.fleet import paths, topology
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.imports import module_utils_closure
@@ -48,6 +50,21 @@ def slime_effective_args(groups, overrides=None):
     """{flag: value} that train.py receives from the arrays (MODEL_ARGS aside)."""
     merged, _located = ta.apply_overrides(groups, overrides)
     return ta.effective_args(merged)
+
+
+def slime_job_files(work_dir, log_dir, model_name):
+    """The run's file names (module_utils/job/names.py) and the log's ANSI filter, for the plays and templates."""
+    for name, value in (("work_dir", work_dir), ("log_dir", log_dir), ("model_name", model_name)):
+        if not isinstance(value, str) or not value:
+            raise AnsibleFilterError("slime_job_files: %s must be a non-empty string, not %r" % (name, value))
+    return {
+        "log_file": run_names.guide_log(log_dir, model_name),
+        "log_stem": model_name,
+        "attempt_log_prefix": run_names.attempt_log_prefix(log_dir, model_name),
+        "attempt_log_suffix": run_names.LOG_SUFFIX,
+        "manifest_dir": run_names.manifest_dir(work_dir),
+        "ansi_sed": ansi.SED_EXPRESSION,
+    }
 
 
 def slime_flag_tokens(flags):
@@ -185,6 +202,7 @@ class FilterModule:
             "slime_arg_arrays": slime_arg_arrays,
             "slime_argv": slime_argv,
             "slime_effective_args": slime_effective_args,
+            "slime_job_files": slime_job_files,
             "slime_flag_tokens": slime_flag_tokens,
             "slime_shell_lines": slime_shell_lines,
             "slime_shell_comment": slime_shell_comment,

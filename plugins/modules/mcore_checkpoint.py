@@ -201,10 +201,11 @@ latest_iteration:
   description: The tracker as a number (0 for C(release)), null without a readable tracker.
   returned: always
   type: int
-latest_complete_iteration:
+resume_iteration:
   description: >-
-    Largest complete iteration not above the tracker (the largest complete one when there is no numeric tracker);
-    where a training run can resume when the tracker names a missing or incomplete iteration.
+    The iteration a resume of this training save directory loads, by the resume rule (C(checkpoint/resume.py)
+    C(resume_point): the newest complete iteration with slime's data cursor, else the newest complete one); null
+    when the job would start from the converted checkpoint, and for a C(release) directory.
   returned: always
   type: int
 release:
@@ -270,6 +271,7 @@ from ansible_collections.mtslime.posttrain.plugins.module_utils.checkpoint.mcore
     inspect_checkpoint,
     read_conversion_record,
 )
+from ansible_collections.mtslime.posttrain.plugins.module_utils.checkpoint.resume import resume_point
 
 MODULE = "mcore_checkpoint"
 
@@ -334,6 +336,9 @@ def main():
 
     info = inspect_checkpoint(params["path"], expect=params["expect"])
     path = info["path"]
+    info["resume_iteration"] = resume_point(path) if info["kind"] == "training" else None
+    if info["resume_iteration"] is not None and info["state"] == "interrupted":
+        info["message"] = info["message"][:-1] + " (a resume loads iteration %d)." % info["resume_iteration"]
     record_file = os.path.join(path, CONVERSION_RECORD)
     record = read_conversion_record(path) if os.path.isdir(path) else None
     recorded = record.get("fingerprint") if record else None

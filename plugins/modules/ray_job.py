@@ -301,7 +301,7 @@ resumed_from_iteration:
   type: int
 resume:
   description: >-
-    What the save directory held (state, latest_iteration, latest_complete_iteration, as found before any move),
+    What the save directory held (state, latest_iteration, iterations, as found before any move),
     what the resume rule decided (resumed_from_iteration, dataset_state of that iteration, message, warnings, the
     whole plan) and moved_to, the list of C({path, to}) moved aside (in check mode: that would be).
   returned: when O(resume) is set and a submission was planned

@@ -304,11 +304,11 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.api import RayApiError, RayClient, normalize_url
+from ansible_collections.mtslime.posttrain.plugins.module_utils.job import rules as job_rules
 from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.common import ray_argument_spec
 from ansible_collections.mtslime.posttrain.plugins.module_utils.logs.slime import summarize_file, summarize_text
 
 
-RAY_STATUSES = ("PENDING", "RUNNING", "SUCCEEDED", "FAILED", "STOPPED")
 
 
 def main():
@@ -332,9 +332,9 @@ def main():
         if params[name] < 0:
             problems.append("%s is %d; give a number >= 0" % (name, params[name]))
     if params["status"] is not None:
-        if params["status"].strip().upper() not in RAY_STATUSES:
+        if params["status"].strip().upper() not in job_rules.STATUSES:
             problems.append("status is %r; give one of Ray's job statuses (%s) or leave it unset"
-                            % (params["status"], ", ".join(RAY_STATUSES)))
+                            % (params["status"], ", ".join(job_rules.STATUSES)))
         params["status"] = params["status"].strip().upper()
     if problems:
         module.fail_json(msg="train_progress: " + "; ".join(problems))

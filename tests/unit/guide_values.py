@@ -12,6 +12,7 @@ import shlex
 import yaml
 from jinja2.nativetypes import NativeEnvironment
 
+from ansible_collections.mtslime.posttrain.plugins.filter.slime import slime_job_files
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.fleet import paths, topology
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -33,6 +34,7 @@ def defaults():
 def _environment():
     env = NativeEnvironment()
     env.filters["mtslime.posttrain.slime_host_path"] = paths.host_path
+    env.filters["mtslime.posttrain.slime_job_files"] = slime_job_files
     env.filters["quote"] = lambda value: shlex.quote(str(value))
     env.filters["int"] = int
     return env

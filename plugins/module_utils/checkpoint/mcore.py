@@ -86,8 +86,9 @@ SIGNATURES = {
     ),
 }
 _RESUME_FIX = (
-    "nothing to do by hand: the next job (site.yml) resumes from the newest complete iteration, moving the "
-    "newer ones aside, or starts from the converted checkpoint when none is complete"
+    "nothing to do by hand: the next job (site.yml) resumes by the resume rule (checkpoint/resume.py: the newest "
+    "complete iteration with its data cursor), moving the newer ones aside, or starts from the converted checkpoint "
+    "when none is complete"
 )
 TRAINING_FIXES = {
     code: _RESUME_FIX
@@ -235,7 +236,6 @@ def inspect_checkpoint(path, expect=None):
         "incomplete_iterations": [],
         "iteration_problems": {},
         "latest_iteration": None,
-        "latest_complete_iteration": None,
         "release": False,
         "dataset_state": False,
         "dataset_state_file": None,
@@ -280,11 +280,6 @@ def inspect_checkpoint(path, expect=None):
         result["latest_iteration"] = parsed
         result["dataset_state_file"] = layout.dataset_state_file(path, parsed)
         result["dataset_state"] = layout.dataset_state_ok(path, parsed)
-    # Largest complete iteration Megatron could resume from: bounded by the
-    # tracker when there is a numeric one, else the largest complete one.
-    bound = parsed if isinstance(parsed, int) else None
-    candidates = [it for it in complete if bound is None or it <= bound]
-    result["latest_complete_iteration"] = candidates[-1] if candidates else None
 
     if not names:
         return _interrupted(result, _signature("empty_dir"))
@@ -398,8 +393,6 @@ def _interrupted(result, signature):
         fix = TRAINING_FIXES.get(signature["code"], fix)
     message = "%s is not a usable checkpoint (%s): %s; fix: %s." % (
         result["path"], signature["code"], signature["detail"], fix)
-    if result.get("latest_complete_iteration") is not None and result.get("kind") == "training":
-        message = message[:-1] + " (last complete iteration: %d)." % result["latest_complete_iteration"]
     result["message"] = message
     return result
 

@@ -12,10 +12,11 @@
 #   load_checkpoint (which reads it) and slime (start_rollout_id = loaded iteration + 1, data cursor of
 #   start - 1) agree, also for a later plain --load. No --ckpt-step: see docs/architecture.md.
 #
-# Standard library only; Python 3.8+.
+# Standard library only; Python 3.8+ (TypedDict from typing, no typing_extensions on the nodes).
 from __future__ import annotations
 
 import os
+from typing import List, Optional, TypedDict
 
 try:
     from ansible_collections.mtslime.posttrain.plugins.module_utils.artifacts import aside
@@ -27,6 +28,47 @@ except ImportError:  # a standalone copy (the run directory's .mtslime/, see job
     from common import atomic_write
 
 
+class IterationReport(TypedDict):
+    """One iter_XXXXXXX/ of the save dir as the rule sees it."""
+    iteration: int
+    complete: bool
+    stage: str
+    problems: List[str]
+    data_state: bool
+
+
+class Move(TypedDict):
+    """A path the plan moves aside; `to` is the name aside.py would give now."""
+    path: str
+    reason: str
+    to: str
+    why: str
+
+
+class TrackerChange(TypedDict):
+    """The tracker's text before, and what it is rewritten to (None: moved aside, not rewritten)."""
+    before: Optional[str]
+    after: Optional[str]
+
+
+class ResumePlan(TypedDict):
+    """What resume_plan decided: resume_iteration None means the converted checkpoint."""
+    save_dir: str
+    resume_iteration: Optional[int]
+    data_state: bool
+    dataset_state_file: Optional[str]
+    moves: List[Move]
+    tracker: Optional[TrackerChange]
+    warnings: List[str]
+    message: str
+    iterations: List[IterationReport]
+
+
+class Applied(TypedDict):
+    actions: List[str]
+    moved: List[dict]
+
+
 class ResumeError(RuntimeError):
     """apply_resume_plan could not finish; .actions and .moved say what it did before."""
 
@@ -36,29 +78,22 @@ class ResumeError(RuntimeError):
         self.moved = moved or []
 
 
-def _iteration_report(save_dir, iteration):
+def _iteration_report(save_dir: str, iteration: int) -> IterationReport:
     check = mcore.check_checkpoint_dir(os.path.join(save_dir, layout.iter_dirname(iteration)))
-    return {
-        "iteration": iteration,
-        "complete": check["complete"],
-        "stage": check["stage"],
-        "problems": check["problems"],
-        "data_state": layout.dataset_state_ok(save_dir, iteration),
-    }
+    return IterationReport(iteration=iteration, complete=check["complete"], stage=check["stage"],
+                           problems=check["problems"], data_state=layout.dataset_state_ok(save_dir, iteration))
 
 
-def _plan(save_dir):
-    return {
-        "save_dir": save_dir,
-        "resume_iteration": None,
-        "data_state": False,
-        "dataset_state_file": None,
-        "moves": [],
-        "tracker": None,
-        "warnings": [],
-        "message": "",
-        "iterations": [],
-    }
+def _plan(save_dir: str) -> ResumePlan:
+    return ResumePlan(save_dir=save_dir, resume_iteration=None, data_state=False, dataset_state_file=None, moves=[],
+                      tracker=None, warnings=[], message="", iterations=[])
+
+
+def resume_point(save_dir: str) -> Optional[int]:
+    """The one answer to "which iteration does a resume of `save_dir` load": resume_plan's resume_iteration
+    (an int, or None: the job starts from the converted checkpoint its --load names). Reads, changes nothing.
+    The checkpoint inspection (mcore_checkpoint expect=training), retention, status and the job plan ask this."""
+    return resume_plan(save_dir)["resume_iteration"]
 
 
 def _why(report):
@@ -68,13 +103,9 @@ def _why(report):
         layout.ROLLOUT_DIR, layout.DATASET_STATE % report["iteration"])
 
 
-def resume_plan(save_dir, now=None):
+def resume_plan(save_dir: str, now=None) -> ResumePlan:
     """What the next attempt resumes from, and what has to move for it. Reads metadata only, changes nothing.
-
-    Returns {save_dir, resume_iteration (int, or None: start from the converted checkpoint), data_state,
-    dataset_state_file, moves: [{path, reason, to, why}], tracker: {before, after} | None, warnings: [str],
-    message, iterations: [{iteration, complete, stage, problems, data_state}]}. `to` is the name aside.py
-    would give now; apply_resume_plan reports the names it used."""
+    `to` of each move is the name aside.py would give now; apply_resume_plan reports the names it used."""
     save_dir = os.path.abspath(os.path.expanduser(str(save_dir))).rstrip(os.sep) or os.sep
     plan = _plan(save_dir)
     if not os.path.lexists(save_dir):
@@ -109,16 +140,16 @@ def resume_plan(save_dir, now=None):
             continue
         path = os.path.join(save_dir, layout.iter_dirname(report["iteration"]))
         reason = "incomplete" if not report["complete"] else "no-data-state"
-        plan["moves"].append({"path": path, "reason": reason, "to": aside.aside_name(path, reason, now),
-                              "why": "%s/ is %s" % (layout.iter_dirname(report["iteration"]), _why(report))})
+        plan["moves"].append(Move(path=path, reason=reason, to=aside.aside_name(path, reason, now),
+                                  why="%s/ is %s" % (layout.iter_dirname(report["iteration"]), _why(report))))
     moved_reason = {m["path"]: m["reason"] for m in plan["moves"]}
     for it in layout.cursor_iterations(save_dir):
         if chosen_it is not None and it <= chosen_it:
             continue
         path = layout.dataset_state_file(save_dir, it)
         reason = moved_reason.get(os.path.join(save_dir, layout.iter_dirname(it)), "incomplete")
-        plan["moves"].append({"path": path, "reason": reason, "to": aside.aside_name(path, reason, now),
-                              "why": "the data cursor of iteration %d, newer than the resume point" % it})
+        plan["moves"].append(Move(path=path, reason=reason, to=aside.aside_name(path, reason, now),
+                                  why="the data cursor of iteration %d, newer than the resume point" % it))
 
     tracker_path = os.path.join(save_dir, layout.TRACKER)
     wanted = None if chosen_it is None else str(chosen_it)
@@ -130,12 +161,12 @@ def resume_plan(save_dir, now=None):
             what = "names iteration %s" % raw
         else:
             what = "is empty" if raw is None else "holds %r" % raw[:80]
-        plan["moves"].append({"path": tracker_path, "reason": reason, "to": aside.aside_name(tracker_path, reason, now),
-                              "why": "the tracker %s%s" % (what, "" if wanted is None else ", not %s" % wanted)})
+        plan["moves"].append(Move(path=tracker_path, reason=reason, to=aside.aside_name(tracker_path, reason, now),
+                                  why="the tracker %s%s" % (what, "" if wanted is None else ", not %s" % wanted)))
     if wanted is not None and raw != wanted:
-        plan["tracker"] = {"before": raw, "after": wanted}
+        plan["tracker"] = TrackerChange(before=raw, after=wanted)
     elif wanted is None and tracker_present:
-        plan["tracker"] = {"before": raw, "after": None}
+        plan["tracker"] = TrackerChange(before=raw, after=None)
 
     plan["resume_iteration"] = chosen_it
     if chosen is not None:
@@ -145,7 +176,7 @@ def resume_plan(save_dir, now=None):
     return plan
 
 
-def _explain(plan, reports, chosen):
+def _explain(plan: ResumePlan, reports: List[IterationReport], chosen: Optional[IterationReport]) -> None:
     save_dir = plan["save_dir"]
     if chosen is None and not reports and plan["tracker"] is None:
         plan["message"] = "%s holds no checkpoint yet: the job starts from the checkpoint its --load names." % save_dir
@@ -173,7 +204,7 @@ def _explain(plan, reports, chosen):
             "nothing" if tracker["before"] is None else repr(tracker["before"]), tracker["after"])
 
 
-def describe_actions(plan, check_mode=False):
+def describe_actions(plan: ResumePlan, check_mode: bool = False) -> List[str]:
     """The actions apply_resume_plan would take, in its words (for check mode)."""
     actions = ["%s %s aside to %s (%s)" % ("would move" if check_mode else "move", m["path"], m["to"], m["why"])
                for m in plan["moves"]]
@@ -183,9 +214,9 @@ def describe_actions(plan, check_mode=False):
     return actions
 
 
-def apply_resume_plan(plan):
+def apply_resume_plan(plan: ResumePlan) -> Applied:
     """Move aside what resume_plan listed (aside.py: renamed, never deleted) and write the tracker it wants
-    (temp file + rename). Returns {actions: [str], moved: [{path, to}]}. Raises ResumeError, naming the path
+    (temp file + rename). Returns the actions and the moves made ({path, to}). Raises ResumeError, naming the path
     and the fix, when the save dir changed since the plan (a job saved meanwhile) or a move fails."""
     actions, moved = [], []
     save_dir = plan["save_dir"]
@@ -218,7 +249,7 @@ def apply_resume_plan(plan):
                 path, exc.strerror or exc, save_dir), actions, moved) from None
         actions.append("wrote %s: %s (was %s)" % (
             path, tracker["after"], "missing or empty" if tracker["before"] is None else repr(tracker["before"])))
-    return {"actions": actions, "moved": moved}
+    return Applied(actions=actions, moved=moved)
 
 
 def _fsync_dir(path):

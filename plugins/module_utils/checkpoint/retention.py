@@ -5,8 +5,9 @@
 # - only complete iterations are candidates (mcore.inspect_checkpoint's
 #   complete_iterations); incomplete ones are the resume rule's to move aside;
 # - kept: the newest N complete iterations, the one the tracker names, the newest complete
-#   one, the one a resume would load now (latest_complete_iteration, bounded by the
-#   tracker), and every iteration the running job loaded from (`protect`);
+#   one, the one a resume would load now (resume.resume_point, the resume rule's own
+#   answer, whose data cursor stays with it), and every iteration the running job loaded
+#   from (`protect`);
 # - nothing at all while a save may be in progress: an iteration directory numbered above
 #   the tracker, an incomplete iteration directory newer than the tracker, or a tracker
 #   older than the newest iteration directory.
@@ -21,7 +22,7 @@ import os
 import shutil
 
 from ansible_collections.mtslime.posttrain.plugins.module_utils.artifacts import aside
-from ansible_collections.mtslime.posttrain.plugins.module_utils.checkpoint import layout, mcore
+from ansible_collections.mtslime.posttrain.plugins.module_utils.checkpoint import layout, mcore, resume
 from ansible_collections.mtslime.posttrain.plugins.module_utils.common import tree_bytes
 
 TRASH_SUFFIX = ".trash"
@@ -54,7 +55,7 @@ def scan(save_dir):
         "exists": os.path.isdir(path),
         "tracker_iteration": parsed if isinstance(parsed, int) else None,
         "tracker_mtime": _mtime(os.path.join(path, layout.TRACKER)),
-        "latest_complete_iteration": inspection["latest_complete_iteration"],
+        "resume_iteration": resume.resume_point(path),
         "iterations": iterations,
     }
 
@@ -103,7 +104,7 @@ def plan(facts, keep, protect=()):
         hold(iteration, "one of the newest %d" % keep)
     hold(complete[-1], "the newest complete one")
     hold(facts["tracker_iteration"], "the tracker names it")
-    hold(facts["latest_complete_iteration"], "a resume would load it")
+    hold(facts["resume_iteration"], "a resume would load it")
     for iteration in protect or ():
         hold(int(iteration), "the running job loaded it")
     result["protected"] = {it: reasons[it] for it in sorted(reasons)}

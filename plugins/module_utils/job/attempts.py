@@ -20,11 +20,11 @@ import os
 import re
 
 from ansible_collections.mtslime.posttrain.plugins.module_utils.common import atomic_write
+from ansible_collections.mtslime.posttrain.plugins.module_utils.job import rules
 from ansible_collections.mtslime.posttrain.plugins.module_utils.logs.slime import summarize_file, summarize_text
 
 END_SUFFIX = ".end.json"
-ENDED = ("SUCCEEDED", "FAILED", "STOPPED")
-LOST = "LOST"
+LOST = "LOST"  # not Ray's: an attempt Ray forgot whose end nothing recorded
 LOG_SUMMARY_BYTES = 1024 * 1024  # the metrics (last step) come from the log's last MiB; errors from all of it
 
 
@@ -181,7 +181,7 @@ def history(experiment, ray_jobs, manifest_dir=None, log_path_of=None, ray_log_t
     for number in sorted(numbers):
         sid = numbers[number]
         job = known.get(number)
-        active = job is not None and job.get("status") not in ENDED
+        active = job is not None and not rules.is_ended(job)
         if active and not include_active:
             continue
         recorded = None if active else read_end(manifest_dir, sid)
@@ -199,7 +199,7 @@ def history(experiment, ray_jobs, manifest_dir=None, log_path_of=None, ray_log_t
         if job is not None:
             status, status_from = job["status"], "ray"
         elif log is not None and log.get("exception"):
-            status, status_from = "FAILED", "log"
+            status, status_from = rules.FAILED, "log"
         else:
             status, status_from = LOST, "none"
         record = _end_record(sid, number, status, status_from, job, log, log_path, now,

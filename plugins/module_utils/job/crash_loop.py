@@ -13,7 +13,8 @@ from __future__ import annotations
 import datetime
 import os
 
-from ansible_collections.mtslime.posttrain.plugins.module_utils.job.attempts import as_attempt, history, write_end
+from ansible_collections.mtslime.posttrain.plugins.module_utils.job import rules
+from ansible_collections.mtslime.posttrain.plugins.module_utils.job.attempts import LOST, as_attempt, history, write_end
 
 DEFAULT_LIMIT = 2
 
@@ -32,9 +33,9 @@ def count(records):
         if failures and step > furthest:
             failures, furthest, streak = 0, None, []
         status = record.get("status")
-        if status == "SUCCEEDED":
+        if status == rules.SUCCEEDED:
             failures, furthest, streak = 0, None, []
-        elif status == "FAILED":
+        elif status == rules.FAILED:
             failures += 1
             furthest = step if furthest is None else max(furthest, step)
             streak.append(record["submission_id"])
@@ -57,11 +58,11 @@ def describe(record):
         text += ": %s" % record["exception"]
         if record.get("exception_line"):
             text += " (log line %d)" % record["exception_line"]
-    elif record.get("status") == "FAILED":
+    elif record.get("status") == rules.FAILED:
         text += "; its log has no exception after the last step"
         if record.get("message"):
             text += " (Ray: %s)" % record["message"].strip().splitlines()[-1][:200]
-    elif record.get("status") == "LOST":
+    elif record.get("status") == LOST:
         text += " (Ray forgot it, e.g. the head restarted, and nothing recorded its end)"
     if record.get("hint"):
         text += " -- %s%s" % (("FAQ %s: " % record["faq"]) if record.get("faq") else "", record["hint"])
@@ -115,7 +116,7 @@ def before_submit(run, jobs, manifest_dir, log_path_of=None, ray_log_text=None, 
     if not records:
         return loop
     previous = records[-1]
-    if previous.get("status") != "SUCCEEDED":
+    if previous.get("status") != rules.SUCCEEDED:
         text = "previous attempt: %s" % describe(previous)
         if loop["count"]:
             text += "; %d of %d failures %s" % (loop["count"], limit, streak_text(loop))
@@ -139,7 +140,7 @@ def for_status(run, jobs, manifest_dir, log_path_of=None):
     params = run.params
     limit = params.get("max_failures_at_step")
     records, _new = history(params["experiment"], jobs, manifest_dir, log_path_of, None, None, include_active=True)
-    ended = [r for r in records if r.get("status") not in ("PENDING", "RUNNING")]
+    ended = [r for r in records if not rules.is_active(r)]
     loop = count(ended)
     loop["limit"] = DEFAULT_LIMIT if limit is None else limit
     run.result["attempts"] = [as_attempt(r) for r in records]

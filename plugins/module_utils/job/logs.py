@@ -12,15 +12,16 @@ import re
 import subprocess
 import sys
 
-from ansible_collections.mtslime.posttrain.plugins.module_utils.job import log_follower
+from ansible_collections.mtslime.posttrain.plugins.module_utils.job import log_follower, names
 from ansible_collections.mtslime.posttrain.plugins.module_utils.artifacts.aside import move_aside
 from ansible_collections.mtslime.posttrain.plugins.module_utils.common import atomic_write, read_text
 from ansible_collections.mtslime.posttrain.plugins.module_utils.job.result import JobError, outcome
 from ansible_collections.mtslime.posttrain.plugins.module_utils.job.rules import ACTIVE
+from ansible_collections.mtslime.posttrain.plugins.module_utils.logs import ansi
 
 FOLLOWER_NAME = "mtslime-log-follower"
 # The guide's pipeline, with the values as positional parameters so nothing needs quoting.
-RAY_FOLLOWER_SH = '"$1" job logs "$2" -f 2>&1 | "$3" -u -E \'s/\\x1B\\[[0-9;?]*[ -/]*[@-~]//g\' > "$4"'
+RAY_FOLLOWER_SH = '"$1" job logs "$2" -f 2>&1 | "$3" -u -E \'%s\' > "$4"' % ansi.SED_EXPRESSION
 
 
 def follower_source():
@@ -66,8 +67,7 @@ class Follower:
         self.get_bin_path = get_bin_path
         self.log_file = os.path.abspath(os.path.expanduser(log_file))
         self.log_dir = os.path.dirname(self.log_file)
-        base = os.path.basename(self.log_file)
-        self.stem = base[:-4] if base.endswith(".log") and len(base) > 4 else base
+        self.stem = names.stem_of(self.log_file)
         self.pid_file = os.path.join(self.log_dir, ".%s.follower.pid" % self.stem)
         self.script = os.path.join(self.log_dir, ".%s.follower.py" % self.stem)
         self.url = url
@@ -75,7 +75,7 @@ class Follower:
         self.interval = interval
 
     def attempt_file(self, sid):
-        return os.path.join(self.log_dir, "%s.%s.log" % (self.stem, sid))
+        return names.attempt_log(self.log_dir, self.stem, sid)
 
     def record(self):
         """(pid, submission_id, kind) from the pid file, or (None, None, None)."""

@@ -8,6 +8,7 @@ import json
 import os
 
 from ansible_collections.mtslime.posttrain.plugins.module_utils.common import atomic_write, sha256_text
+from ansible_collections.mtslime.posttrain.plugins.module_utils.job import names
 from ansible_collections.mtslime.posttrain.plugins.module_utils.job.result import JobError
 
 
@@ -16,7 +17,7 @@ def manifest_dir(configured, files):
     if configured:
         return os.path.abspath(os.path.expanduser(configured))
     if files:
-        return os.path.join(os.path.dirname(os.path.abspath(os.path.expanduser(files[0]["path"]))), "manifests")
+        return names.manifest_dir(os.path.dirname(os.path.abspath(os.path.expanduser(files[0]["path"]))))
     return None
 
 

@@ -18,7 +18,7 @@ prints the submission id and then the argv to submit, each followed by a NUL byt
 the experiment is active, or it finished), 4: refused (another training job holds the cluster),
 1: the dashboard did not answer or the save directory could not be put right, 64: bad usage.
 
-Standard library only, Python 3.8+.
+Standard library only, Python 3.8+ (TypedDict from typing, no typing_extensions on the nodes).
 """
 from __future__ import annotations
 
@@ -26,16 +26,17 @@ import os
 import re
 import shlex
 import sys
+from typing import List, Optional, TypedDict
 
 try:
     from ansible_collections.mtslime.posttrain.plugins.module_utils.checkpoint import mcore
     from ansible_collections.mtslime.posttrain.plugins.module_utils.checkpoint.resume import (
-        ResumeError, apply_resume_plan, describe_actions, resume_plan)
+        ResumeError, ResumePlan, apply_resume_plan, describe_actions, resume_plan)
     from ansible_collections.mtslime.posttrain.plugins.module_utils.job import rules as job_rules
 except ImportError:  # the standalone copy, .mtslime/job/plan.py: the other copies are imported from .mtslime/
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from checkpoint import mcore
-    from checkpoint.resume import ResumeError, apply_resume_plan, describe_actions, resume_plan
+    from checkpoint.resume import ResumeError, ResumePlan, apply_resume_plan, describe_actions, resume_plan
     from job import rules as job_rules
 
 KEEP, FINISHED, REFUSE, SUBMIT = "keep", "finished", "refuse", "submit"
@@ -44,6 +45,41 @@ EXIT_NOTHING, EXIT_REFUSED, EXIT_USAGE = 3, 4, 64
 
 class PlanError(Exception):
     pass
+
+
+class Decision(TypedDict):
+    """decide's answer: the action (KEEP, FINISHED, REFUSE, SUBMIT), the jobs it saw, the next attempt."""
+    action: str
+    ours: List[dict]
+    active: List[dict]
+    foreign_active: List[dict]
+    latest: Optional[dict]
+    attempt: int
+    submission_id: str
+
+
+class ResumeInfo(TypedDict):
+    """What the save dir held before any move and what the resume rule decided (ray_job's RV resume)."""
+    save_dir: str
+    state: Optional[str]
+    latest_iteration: Optional[int]
+    iterations: List[int]
+    dataset_state: bool
+    dataset_state_file: Optional[str]
+    message: str
+    warnings: List[str]
+    moved_to: List[dict]
+    plan: ResumePlan
+    load_flag: str
+    resumed_from_iteration: Optional[int]
+
+
+class Resumed(TypedDict):
+    """resume's answer: the argv to submit (load_flag set when it resumes), the info, what to say and what it did."""
+    argv: List[str]
+    info: ResumeInfo
+    warnings: List[str]
+    actions: List[str]
 
 
 def local_max_attempt(experiment, directories):
@@ -63,29 +99,22 @@ def local_max_attempt(experiment, directories):
     return highest
 
 
-def decide(jobs, experiment, record_dirs=()):
-    """What to do about the experiment's job: {action, ours, active, foreign_active, latest,
-    attempt, submission_id}; attempt and submission_id are the next attempt's."""
+def decide(jobs, experiment: str, record_dirs=()) -> Decision:
+    """What to do about the experiment's job; attempt and submission_id are the next attempt's."""
     found = job_rules.classify(jobs, experiment)
     latest = found["ours"][-1] if found["ours"] else None
     if found["active"]:
         action = KEEP
-    elif latest is not None and latest.get("status") == "SUCCEEDED":
+    elif latest is not None and latest.get("status") == job_rules.SUCCEEDED:
         action = FINISHED
     elif found["foreign_active"]:
         action = REFUSE
     else:
         action = SUBMIT
     attempt = max(found["max_attempt"], local_max_attempt(experiment, record_dirs)) + 1
-    return {
-        "action": action,
-        "ours": found["ours"],
-        "active": found["active"],
-        "foreign_active": found["foreign_active"],
-        "latest": latest,
-        "attempt": attempt,
-        "submission_id": job_rules.submission_id(experiment, attempt),
-    }
+    return Decision(action=action, ours=found["ours"], active=found["active"],
+                    foreign_active=found["foreign_active"], latest=latest, attempt=attempt,
+                    submission_id=job_rules.submission_id(experiment, attempt))
 
 
 def set_flag(argv, flag, value):
@@ -118,9 +147,9 @@ def entrypoint(prefix, argv):
     return shlex.join(list(prefix or []) + list(argv))
 
 
-def resume(save_dir, load_flag, argv, check_mode=False):
+def resume(save_dir: str, load_flag: str, argv: List[str], check_mode: bool = False) -> Resumed:
     """Apply the resume rule (checkpoint/resume.py) to the save dir and set `load_flag` in the argv.
-    Returns {argv, info, warnings, actions}; in check mode the moves are only predicted."""
+    In check mode the moves are only predicted."""
     save_dir = os.path.abspath(os.path.expanduser(save_dir))
     found = mcore.inspect_checkpoint(save_dir, expect="training")
     plan = resume_plan(save_dir)
@@ -134,21 +163,11 @@ def resume(save_dir, load_flag, argv, check_mode=False):
             raise PlanError("resume.save_dir: %s" % exc) from None
         actions, moved = done["actions"], done["moved"]
     iteration = plan["resume_iteration"]
-    info = {
-        "save_dir": save_dir,
-        "state": found.get("state"),
-        "latest_iteration": found.get("latest_iteration"),
-        "latest_complete_iteration": found.get("latest_complete_iteration"),
-        "iterations": found.get("iterations") or [],
-        "dataset_state": plan["data_state"],
-        "dataset_state_file": plan["dataset_state_file"],
-        "message": plan["message"],
-        "warnings": plan["warnings"],
-        "moved_to": moved,
-        "plan": plan,
-        "load_flag": load_flag,
-        "resumed_from_iteration": iteration,
-    }
+    info = ResumeInfo(save_dir=save_dir, state=found.get("state"), latest_iteration=found.get("latest_iteration"),
+                      iterations=found.get("iterations") or [], dataset_state=plan["data_state"],
+                      dataset_state_file=plan["dataset_state_file"], message=plan["message"],
+                      warnings=plan["warnings"], moved_to=moved, plan=plan, load_flag=load_flag,
+                      resumed_from_iteration=iteration)
     warnings = list(plan["warnings"])
     if moved:
         # Moving user data is said in the output, not only in the result.
@@ -159,7 +178,7 @@ def resume(save_dir, load_flag, argv, check_mode=False):
             "the job resumes from iteration %d" % iteration if iteration is not None
             else "the job starts from the converted checkpoint"))
     new_argv = set_flag(argv, load_flag, save_dir) if iteration is not None else list(argv)
-    return {"argv": new_argv, "info": info, "warnings": warnings, "actions": actions}
+    return Resumed(argv=new_argv, info=info, warnings=warnings, actions=actions)
 
 
 def how(info):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime
 
-from ansible_collections.mtslime.posttrain.plugins.module_utils.job.rules import ACTIVE, TERMINAL
+from ansible_collections.mtslime.posttrain.plugins.module_utils.job.rules import ACTIVE, STATUSES
 
 # The job fields the module always returns, None when no job is reported.
 JOB_FIELDS = ("submission_id", "attempt", "status", "message", "start_time", "start_time_ms", "end_time",
@@ -111,7 +111,7 @@ def experiment_jobs(ours, seen):
     listed = {job["submission_id"]: job for job in ours}
     for job in seen:
         sid = job.get("submission_id")
-        if sid and job.get("status") in ACTIVE + TERMINAL:
+        if sid and job.get("status") in STATUSES:
             listed[sid] = dict(job, _attempt=job.get("_attempt", (listed.get(sid) or {}).get("_attempt")))
     ordered = sorted(listed.values(), key=lambda j: (j.get("start_time") or float("inf"), j.get("_attempt") or 0))
     active = [job["submission_id"] for job in ordered if job.get("status") in ACTIVE]

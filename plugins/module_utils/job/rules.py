@@ -1,7 +1,8 @@
 # The one rule for which Ray jobs belong to an experiment ("ours") and which are
-# active, used by every part of the collection that asks: the job module, the Ray
-# head role (never restart under a job), the container role (never recreate under a
-# job), stop/status, and the run script in the run directory.
+# active, and the one spelling of Ray's job statuses, used by every part of the
+# collection that asks: the job module, the Ray head role (never restart under a
+# job), the container role (never recreate under a job), stop/status, the report,
+# and the run script in the run directory.
 #
 # Standard library only, Python 3.8+. Also a small program, for the places that run
 # outside a module (the container guard, the run script):
@@ -13,8 +14,12 @@ import json
 import re
 import sys
 
-ACTIVE = ("PENDING", "RUNNING")
-TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
+# Ray's job statuses (JobStatus). Everyone who names one imports it from here.
+PENDING, RUNNING, SUCCEEDED, FAILED, STOPPED = "PENDING", "RUNNING", "SUCCEEDED", "FAILED", "STOPPED"
+ACTIVE = (PENDING, RUNNING)
+TERMINAL = (SUCCEEDED, FAILED, STOPPED)
+ENDED_BADLY = (FAILED, STOPPED)
+STATUSES = ACTIVE + TERMINAL
 # Every job the collection (or its run script) submits carries this metadata key.
 EXPERIMENT_KEY = "mtslime_experiment"
 ATTEMPT_KEY = "mtslime_attempt"
@@ -41,6 +46,12 @@ def is_ours(job, experiment):
 
 def is_active(job):
     return job.get("status") in ACTIVE
+
+
+def is_ended(job_or_status):
+    """A job (or status) that Ray says ended: SUCCEEDED, FAILED or STOPPED."""
+    status = job_or_status.get("status") if isinstance(job_or_status, dict) else job_or_status
+    return status in TERMINAL
 
 
 def runs_training(job):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from ansible_collections.mtslime.posttrain.plugins.module_utils.job.result import JobError, reported
-from ansible_collections.mtslime.posttrain.plugins.module_utils.job.rules import TERMINAL
+from ansible_collections.mtslime.posttrain.plugins.module_utils.job.rules import STOPPED, TERMINAL
 from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.api import RayApiError
 
 
@@ -47,7 +47,7 @@ def stop(client, url, experiment, active, latest, timeout, check_mode, sleep=tim
             except RayApiError as exc:
                 raise JobError("checking %s after the stop failed: %s" % (sid, exc), error=exc.to_dict()) from None
             if details is None or details.get("status") in TERMINAL:
-                ended = details or dict(pending[sid], status="STOPPED")
+                ended = details or dict(pending[sid], status=STOPPED)
                 final[sid] = dict(ended, _attempt=pending[sid].get("_attempt"))
                 del pending[sid]
             else:

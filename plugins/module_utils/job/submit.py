@@ -16,7 +16,7 @@ from ansible_collections.mtslime.posttrain.plugins.module_utils.job.result impor
     outcome,
     reported,
 )
-from ansible_collections.mtslime.posttrain.plugins.module_utils.job.rules import ACTIVE, EXPERIMENT_KEY
+from ansible_collections.mtslime.posttrain.plugins.module_utils.job.rules import ACTIVE, EXPERIMENT_KEY, PENDING
 from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.api import RayApiError, is_local_working_dir
 
 
@@ -104,7 +104,7 @@ def submit(client, url, request, decision, run_command, check_mode):
         actions.append("would submit %s (attempt %d) %s" % (sid, attempt, how))
         fields.update(status="WOULD_SUBMIT", message="would submit %s %s" % (sid, how))
         return outcome(changed=True, fields=fields, actions=actions, warnings=warnings, diffs=[diff],
-                       job={"submission_id": sid, "status": "PENDING", "_attempt": attempt})
+                       job={"submission_id": sid, "status": PENDING, "_attempt": attempt})
 
     package = None
     if local_dir:
@@ -147,7 +147,7 @@ def submit(client, url, request, decision, run_command, check_mode):
     except RayApiError as exc:
         raise JobError("submitting %s to %s failed: %s" % (sid, url, exc), error=exc.to_dict(), actions=actions) \
             from None
-    job = dict(answer.get("job") or {"submission_id": sid, "status": "PENDING"}, _attempt=attempt)
+    job = dict(answer.get("job") or {"submission_id": sid, "status": PENDING}, _attempt=attempt)
     if answer["duplicate"]:
         ours = (job.get("metadata") or {}).get(EXPERIMENT_KEY) == request.experiment
         if ours and job.get("status") in ACTIVE:

@@ -21,6 +21,7 @@ import math
 import os
 import re
 
+from ansible_collections.mtslime.posttrain.plugins.module_utils.job import names as run_names
 from ansible_collections.mtslime.posttrain.plugins.module_utils.job.rules import attempt_of
 from ansible_collections.mtslime.posttrain.plugins.module_utils.logs.slime import (
     LOADED,
@@ -77,12 +78,11 @@ def attempt_logs(log_dir, model_name, experiment, submission_ids=None):
     whose log is missing. With `submission_ids` (ray_job's attempts, oldest first) that
     order is used; otherwise the files of the experiment are found in `log_dir`: its
     attempts by number, hand-named jobs by their date, merged by the first logged time."""
-    stem = model_name + "."
     missing = []
     if submission_ids:
         found = []
         for sid in submission_ids:
-            path = os.path.join(log_dir, "%s%s.log" % (stem, sid))
+            path = run_names.attempt_log(log_dir, model_name, sid)
             if os.path.isfile(path):
                 found.append((sid, attempt_of(sid, experiment), path))
             else:
@@ -95,9 +95,9 @@ def attempt_logs(log_dir, model_name, experiment, submission_ids=None):
     numbered, dated = [], []
     hand = re.compile(HAND_NAMED % re.escape(experiment))
     for name in names:
-        if not (name.startswith(stem) and name.endswith(".log")):
+        sid = run_names.submission_of(name, model_name)
+        if sid is None:
             continue
-        sid = name[len(stem) : -len(".log")]
         path = os.path.join(log_dir, name)
         if os.path.islink(path) or not os.path.isfile(path):
             continue
@@ -125,7 +125,7 @@ def attempt_logs(log_dir, model_name, experiment, submission_ids=None):
                 break
         ordered.insert(at, (sid, None, path))
     if not ordered:
-        guide = os.path.join(log_dir, "%s.log" % model_name)
+        guide = run_names.guide_log(log_dir, model_name)
         if os.path.isfile(guide) and not os.path.islink(guide):
             ordered.append(("%s (guide log)" % model_name, None, guide))
     return ordered, missing

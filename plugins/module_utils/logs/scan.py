@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 
+from ansible_collections.mtslime.posttrain.plugins.module_utils.logs.ansi import ANSI, strip_ansi  # noqa: F401
 from ansible_collections.mtslime.posttrain.plugins.module_utils.logs.tracebacks import (
     HEADER,
     TracebackScanner,
@@ -14,7 +15,6 @@ from ansible_collections.mtslime.posttrain.plugins.module_utils.logs.tracebacks 
     split_rank,
 )
 
-ANSI = re.compile(r"\x1B\[[0-9;?]*[ -/]*[@-~]")
 
 # Ordered: the first line matching any of these is "the first error".
 ERROR_PATTERNS = (
@@ -30,8 +30,6 @@ ERROR_PATTERNS = (
 )
 
 
-def strip_ansi(text):
-    return ANSI.sub("", text)
 
 
 # Lines that say nothing about how far a program got (is_progress): Python's warnings, printed as

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 
+from ansible_collections.mtslime.posttrain.plugins.module_utils.job import rules as job_rules
 from ansible_collections.mtslime.posttrain.plugins.module_utils.logs.scan import (
     ERROR_PATTERNS,
     FirstErrorScanner,
@@ -73,7 +74,6 @@ IGNORE = (
 PG_WAIT_HINT_AFTER = 60  # seconds of waiting for the placement group before it is worth a hint
 ERROR_WINDOW_EXTRA = 3  # lines after a one-line error (or after a traceback's exception line) the hint rules see
 # Ray's job statuses that mean the job has ended without success: only then is an error "the failure".
-ENDED_BADLY = ("FAILED", "STOPPED")
 
 
 # -- line parsing ---------------------------------------------------------------
@@ -442,7 +442,7 @@ def progress_line(result, status=None):
     cause = first if (result.get("hint_from") == "first_error" and fatal and first
                       and first["lineno"] != fatal["lineno"]) else None
     error = fatal or first
-    if status in ENDED_BADLY:
+    if status in job_rules.ENDED_BADLY:
         text = status + ((" after step %d" % result["last_step"]) if result["last_step"] is not None else "")
         if fatal:
             text += ": %s (line %d)" % (_error_text(fatal), fatal["lineno"])

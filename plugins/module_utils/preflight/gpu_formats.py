@@ -8,7 +8,8 @@ import csv
 import json
 import re
 
-ANSI = re.compile(r"\x1B\[[0-9;?]*[ -/]*[@-~]")
+from ansible_collections.mtslime.posttrain.plugins.module_utils.logs.ansi import ANSI
+
 
 NVIDIA_QUERY_FIELDS = ("index", "name", "uuid", "memory.total", "driver_version")
 

@@ -328,6 +328,8 @@ TRAIN = [
     Var("train_job_notify", Notify(), "Where word of the job's events goes (docs/status.md, \"Word of the job's "
         "events\"): webhook URLs (JSON POST, `text` for Slack, Mattermost, Teams) and/or a command run on the head "
         "with the event JSON on stdin.", scope="cluster", secret=True, has_default=True, default={}),
+    Var("train_job_trash_dir", Path(empty_ok=True), "Where pruned checkpoints go with train_job_prune: trash, on the "
+        "save dir's filesystem and outside it (\"\": <save dir>.trash).", scope="cluster", default=""),
 ]
 
 NODE = [
@@ -375,5 +377,6 @@ TOPICS = (("Paths", PATHS), ("Accelerator", ACCELERATOR), ("Container", CONTAINE
 # Variables the plays compute (facts.yml, preflight); never set in the inventory.
 COMPUTED = frozenset(("slime_cluster_info", "slime_storage_info", "slime_topology", "slime_storage_layout",
                       "slime_stage", "slime_run_id", "slime_node_accelerator", "slime_accelerator_profile",
-                      "slime_log_file", "slime_container_state", "slime_container_missing"))
+                      "slime_log_file", "slime_container_state", "slime_container_missing", "slime_job_files",
+                      "slime_train_effective_args"))
 assert all(ENV_NAME_RE.fullmatch(v.name) for v in VARS)

@@ -7,7 +7,7 @@
 # is reported as a warning and the wait goes on. A step line ends the wait.
 from __future__ import annotations
 
-ENDED_BADLY = ("FAILED", "STOPPED")
+from ansible_collections.mtslime.posttrain.plugins.module_utils.job import rules as job_rules
 
 WAIT, DONE, FAILED = "wait", "done", "failed"
 
@@ -73,7 +73,7 @@ def decide(sid, status, progress, log_file, log_error=None):
     if progress_ok and progress.get("last_step") is not None:
         return DONE, "job %s reached step %d (first step %s)" % (
             sid, progress["last_step"], progress.get("first_step"))
-    if status in ENDED_BADLY:
+    if status in job_rules.ENDED_BADLY:
         text = "job %s is %s before its first step" % (sid, status)
         if progress_ok:
             fatal = progress.get("fatal_error") or progress.get("first_error")
@@ -88,7 +88,7 @@ def decide(sid, status, progress, log_file, log_error=None):
         else:
             text += "; no log at %s%s" % (log_file, " (%s)" % log_error if log_error else "")
         return FAILED, text
-    if status == "SUCCEEDED":
+    if status == job_rules.SUCCEEDED:
         return DONE, "job %s SUCCEEDED without a step line in %s" % (sid, log_file)
     return WAIT, describe(sid, status, progress, log_error)
 

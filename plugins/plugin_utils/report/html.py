@@ -7,6 +7,9 @@ import base64
 import html
 import json
 
+from ansible_collections.mtslime.posttrain.plugins.module_utils.job import rules as job_rules
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils.report.status_doc import NOT_READ
+
 STYLE = """
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5em;color:#222;max-width:1400px}
 h1{font-size:1.4em;margin-bottom:.2em} h2{font-size:1.1em;margin-top:1.6em;border-bottom:1px solid #ddd}
@@ -15,7 +18,8 @@ table{border-collapse:collapse;font-size:.9em} td,th{border:1px solid #ddd;paddi
 vertical-align:top} th{background:#f0f0f0} code{font-size:.9em} img{max-width:100%;border:1px solid #eee}
 .bad{color:#b00020;font-weight:600} .ok{color:#1b5e20;font-weight:600} .muted{color:#777}
 """
-GOOD = ("RUNNING", "SUCCEEDED", "PENDING")
+GOOD = job_rules.ACTIVE + (job_rules.SUCCEEDED,)
+BAD = job_rules.ENDED_BADLY + (NOT_READ,)
 
 
 def _e(value):
@@ -31,7 +35,7 @@ def _e(value):
 def _status(value):
     if not value:
         return _e(value)
-    css = "ok" if value in GOOD else "bad" if value in ("FAILED", "STOPPED", "UNKNOWN") else "muted"
+    css = "ok" if value in GOOD else "bad" if value in BAD else "muted"
     return '<span class="%s">%s</span>' % (css, html.escape(value))
 
 
@@ -150,7 +154,7 @@ def page(status, png, metrics, plot_info, title):
     parts.append(_table(["", ""], [
         ["save dir", _e(checkpoint.get("save_dir"))], ["state", _e(checkpoint.get("state"))],
         ["tracker", _e(checkpoint.get("tracker"))],
-        ["latest complete iteration", _e(checkpoint.get("latest_complete_iteration"))],
+        ["a resume loads iteration", _e(checkpoint.get("resume_iteration"))],
         ["complete iterations", _e(_iterations(checkpoint.get("complete_iterations")))],
         ["incomplete iterations", _e(_iterations(checkpoint.get("incomplete_iterations")))],
         ["data state", _e(checkpoint.get("dataset_state"))], ["message", _e(checkpoint.get("message") or

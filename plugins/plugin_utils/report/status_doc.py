@@ -14,11 +14,15 @@ import json
 import re
 import shlex
 
-SCHEMA_VERSION = 1
+from ansible_collections.mtslime.posttrain.plugins.module_utils.job import rules as job_rules
+
+SCHEMA_VERSION = 2
+# job.status beside Ray's (job/rules.py): no job of the experiment, or the job could not be read.
+NO_JOB, NOT_READ = "NONE", "UNKNOWN"
 NON_FINITE = ("nan", "inf", "-inf")
 ATTEMPT_FIELDS = ("submission_id", "attempt", "status", "submitted_at", "ended_at", "first_step", "last_step",
                   "exception", "hint", "resumed_from_iteration", "data_state", "log")
-CHECKPOINT_FIELDS = ("state", "tracker", "latest_iteration", "latest_complete_iteration", "complete_iterations",
+CHECKPOINT_FIELDS = ("state", "tracker", "latest_iteration", "resume_iteration", "complete_iterations",
                      "incomplete_iterations", "dataset_state", "message")
 THROUGHPUT = {
     "perf/tokens_per_gpu_per_sec": "rollout_tokens_per_gpu_per_s",
@@ -105,13 +109,13 @@ def job_part(job, missing=None):
                 "message": "%s: no Ray and no job run there" % missing, "start_time": None, "end_time": None,
                 "driver_exit_code": None, "dashboard_url": None, "error": None}
     if usable is None:
-        return {"submission_id": None, "attempt": None, "status": "UNKNOWN", "message": "", "start_time": None,
+        return {"submission_id": None, "attempt": None, "status": NOT_READ, "message": "", "start_time": None,
                 "end_time": None, "driver_exit_code": None, "dashboard_url": None,
                 "error": _why_not(job, "the job (ray_job state=status)")}
     return {
         "submission_id": _text(usable.get("submission_id")),
         "attempt": _integer(usable.get("attempt")),
-        "status": _text(usable.get("status")) or "NONE",
+        "status": _text(usable.get("status")) or NO_JOB,
         "message": usable.get("message") or "",
         "start_time": _text(usable.get("start_time")),
         "end_time": _text(usable.get("end_time")),
@@ -286,15 +290,15 @@ def summary_line(cluster):
     parts.append("tokens/s %s" % _num(last["throughput"].get("rollout_tokens_per_gpu_per_s",
                                                               last["throughput"].get("train_tokens_per_s"))))
     checkpoint = cluster["checkpoint"]
-    if checkpoint.get("latest_complete_iteration") is not None:
-        parts.append("checkpoint %d" % checkpoint["latest_complete_iteration"])
+    if checkpoint.get("resume_iteration") is not None:
+        parts.append("checkpoint %d" % checkpoint["resume_iteration"])
     loop = cluster.get("crash_loop")
     if loop and loop.get("count"):
         parts.append("crash loop %d/%s at step %s" % (loop["count"], _num(loop.get("limit")), _num(loop.get("step"))))
     text = ", ".join(parts)
-    ended = [a for a in cluster.get("attempts") or [] if a.get("status") not in ("PENDING", "RUNNING")]
+    ended = [a for a in cluster.get("attempts") or [] if not job_rules.is_active(a)]
     end = ended[-1] if ended else None
-    if end and end.get("status") != "SUCCEEDED" and end.get("exception"):
+    if end and end.get("status") != job_rules.SUCCEEDED and end.get("exception"):
         # the exception line that ended the latest ended attempt (not a traceback's header)
         text += ", %s %s %s: %s" % (end["submission_id"], end["status"],
                                     "after step %s" % end["last_step"] if end.get("last_step") is not None
@@ -303,7 +307,7 @@ def summary_line(cluster):
     if error:
         line = (error.get("exception") or error.get("line") or "")[:200]
         where = " [rank %s]" % error["rank"] if error.get("rank") is not None else ""
-        if job.get("status") in ("PENDING", "RUNNING"):
+        if job_rules.is_active(job):
             text += ", warning: the job goes on after an error in its log: %s%s" % (line, where)
         elif not end or line != (end.get("exception") or "")[:200]:
             text += ", error: %s%s" % (line, where)

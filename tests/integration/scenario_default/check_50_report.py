@@ -1,12 +1,10 @@
 """Watching and keeping the run (issue 16): status.yml writes the picture, the page and a
 status.json that validates against its schema, for the default scenario's run (several
 attempts by then: the retention check below stops and resubmits the job twice, and in the
-full verify check_20 has crashed, killed and stopped it before); and a run with
-save-interval 1 and train_job_keep_checkpoints 3 keeps 3 (plus what the rule protects).
-
-Retention is meant to run from roles/train_job (site.yml with train_job_keep_checkpoints), which
-does not run it yet; until it does, this check runs the same module from
-retention_direct.yml. Set MTSLIME_REVIEW_DIR to keep a copy of the picture and the page."""
+full verify check_20 has crashed, killed and stopped it before); and site.yml with save-interval 1
+and train_job_keep_checkpoints 3 keeps 3 (plus what the rule protects) through the train_job role's
+retention task, after `--check --tags retention` predicted it without moving anything.
+Set MTSLIME_REVIEW_DIR to keep a copy of the picture and the page."""
 from __future__ import annotations
 
 import base64
@@ -25,18 +23,7 @@ from PIL import Image, ImageStat
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 SCHEMA = os.path.join(REPO, "docs", "status.schema.json")
 KEEP = 3
-
-
-def _retention_is_wired():
-    with open(os.path.join(REPO, "roles", "train_job", "defaults", "main.yml")) as handle:
-        return "train_job_keep_checkpoints" in handle.read()
-
-
-def _retention(extra):
-    if _retention_is_wired():
-        return run_playbook("site.yml", INVENTORY, extravars=extra), "Keep the newest"
-    return run_playbook("tests/integration/scenario_default/retention_direct.yml", INVENTORY,
-                        extravars=extra), "Keep the newest"
+RETENTION = "Keep the newest train_job_keep_checkpoints"  # the train_job role's task
 
 
 def _complete():
@@ -57,18 +44,27 @@ def test_save_interval_one_with_keep_three_keeps_three():
         job = wait(active, what="the attempt with save-interval 1")[-1]
         resumed = int(job["metadata"].get("mtslime_resumed_from") or 0)
         wait(lambda: tracker() >= resumed + KEEP + 3, timeout=120, what="saves after every rollout")
+        before = set(_complete())
+        predicted = run_playbook("site.yml", INVENTORY, "--check", "--tags", "retention", extravars=every)
+        assert predicted.rc == 0, predicted.stdout[-3000:]
+        guess = next(r for r in predicted.results(RETENTION) if "kept" in r)
+        assert all(a.startswith("would ") for a in guess["actions"]), guess
+        assert set(_complete()) >= before, "check mode moves nothing"
         result = None
         for _ in range(5):  # a save caught in progress blocks pruning; the next run prunes
-            run, task = _retention(every)
+            run = run_playbook("site.yml", INVENTORY, extravars=every)
             assert run.rc == 0, run.stdout[-3000:]
-            result = next(r for r in run.results(task) if "kept" in r)
+            result = next(r for r in run.results(RETENTION) if "kept" in r)
             if result["pruned"]:
                 break
         assert result["pruned"], result
         newest = [i for i in result["kept"] if "one of the newest %d" % KEEP in result["protected"][str(i)]]
         assert len(newest) == KEEP, result
         extra = set(result["kept"]) - set(newest)
-        assert extra <= {resumed}, "only what the rule protects is kept beyond the newest 3: %s" % result["protected"]
+        resume = {i for i in result["kept"] if "a resume would load it" in result["protected"][str(i)]}
+        assert len(resume) == 1, "the iteration a resume loads is kept: %s" % result["protected"]
+        assert extra <= {resumed} | resume, "only what the rule protects is kept beyond the newest 3: %s" % (
+            result["protected"])
         left = set(_complete())
         assert not left & set(result["pruned"]), "pruned iterations are gone from the save dir"
         assert set(result["kept"]) <= left

@@ -11,6 +11,7 @@ from ckpt_layouts import (
 )
 
 from ansible_collections.mtslime.posttrain.plugins.module_utils.checkpoint import mcore
+from ansible_collections.mtslime.posttrain.plugins.module_utils.checkpoint.resume import resume_point
 from ansible_collections.mtslime.posttrain.plugins.module_utils.checkpoint.layout import (
     dataset_state_ok, iterations_of, read_tracker)
 
@@ -101,7 +102,7 @@ def test_training_dir_without_tracker_is_not_told_to_rerun_the_conversion(tmp_pa
     info = mcore.inspect_checkpoint(save, expect="training")
     assert code(info) == "no_tracker"
     assert "conversion" not in info["message"]
-    assert "resumes from the newest complete iteration" in info["message"]
+    assert "resumes by the resume rule" in info["message"]
 
 
 def test_tracker_1_with_iter_dir_not_renamed(tmp_path):
@@ -205,7 +206,7 @@ def test_training_complete_with_dataset_state(tmp_path):
     assert info["iterations"] == [19, 39]
     assert info["complete_iterations"] == [19, 39]
     assert info["latest_iteration"] == 39
-    assert info["latest_complete_iteration"] == 39
+    assert "latest_complete_iteration" not in info, "which iteration a resume loads is resume.resume_point's alone"
     assert info["dataset_state"] is True
     assert info["dataset_state_file"] == os.path.join(save, "rollout", "global_dataset_state_dict_39.pt")
     assert info["dataset_state_iterations"] == [19, 39]
@@ -228,9 +229,9 @@ def test_training_tracker_points_to_missing_iter(tmp_path):
     assert info["state"] == "interrupted"
     assert code(info) == "tracker_points_to_missing_iter"
     assert info["latest_iteration"] == 59
-    assert info["latest_complete_iteration"] == 39
+    assert resume_point(save) == 39
     assert "iter_0000059/" in info["signature"]["detail"]
-    assert "last complete iteration: 39" in info["message"]
+    assert "the next job (site.yml) resumes by the resume rule" in info["message"]
 
 
 def test_training_tracker_points_to_incomplete_iter(tmp_path):
@@ -242,7 +243,7 @@ def test_training_tracker_points_to_incomplete_iter(tmp_path):
     assert info["iterations"] == [19, 39, 59]
     assert info["complete_iterations"] == [19, 39]
     assert info["incomplete_iterations"] == [59]
-    assert info["latest_complete_iteration"] == 39
+    assert resume_point(save) == 39
 
 
 def test_training_incomplete_iter_beyond_tracker_is_ignored(tmp_path):
@@ -250,13 +251,18 @@ def test_training_incomplete_iter_beyond_tracker_is_ignored(tmp_path):
     ckpt_dir(os.path.join(save, "iter_0000059"), metadata_json=False)  # died while saving 59
     info = mcore.inspect_checkpoint(save, expect="training")
     assert info["state"] == "complete"
-    assert info["latest_complete_iteration"] == 39
+    assert resume_point(save) == 39
     assert info["incomplete_iterations"] == [59]
 
 
-def test_training_latest_complete_bounded_by_tracker(tmp_path):
-    save = training(tmp_path, iters=(19, 39, 59), latest=39)
-    assert mcore.inspect_checkpoint(save, expect="training")["latest_complete_iteration"] == 39
+def test_a_resume_loads_the_newest_complete_iteration_with_a_data_cursor(tmp_path):
+    # 59 is complete and the tracker names it, but slime's data cursor of 59 was never written (a kill after
+    # the tracker): a resume loads 39 (resume_point), not the tracker's or the newest complete iteration.
+    save = training(tmp_path, iters=(19, 39, 59), latest=59)
+    os.remove(os.path.join(save, "rollout", "global_dataset_state_dict_59.pt"))
+    info = mcore.inspect_checkpoint(save, expect="training")
+    assert info["complete_iterations"] == [19, 39, 59]
+    assert resume_point(save) == 39
 
 
 def test_training_without_tracker(tmp_path):
@@ -264,7 +270,7 @@ def test_training_without_tracker(tmp_path):
     info = mcore.inspect_checkpoint(save, expect="training")
     assert code(info) == "no_tracker"
     assert info["latest_iteration"] is None
-    assert info["latest_complete_iteration"] == 39
+    assert resume_point(save) == 39
 
 
 def test_training_dir_given_expect_release(tmp_path):
@@ -410,7 +416,7 @@ def test_torn_tracker_iteration_is_reported_as_torn(tmp_path):
     cut(os.path.join(save, "iter_0000039", "__0_0.distcp"), 5)
     info = mcore.inspect_checkpoint(save, expect="training")
     assert info["state"] == "interrupted" and code(info) == "torn_shards"
-    assert "__0_0.distcp is 5 bytes" in info["message"] and "last complete iteration: 19" in info["message"]
+    assert "__0_0.distcp is 5 bytes" in info["message"] and resume_point(save) == 19
 
 
 def test_torn_converted_checkpoint(tmp_path):
@@ -447,4 +453,4 @@ def test_a_save_made_while_the_directory_is_read_is_judged_not_a_crash(tmp_path,
     monkeypatch.setattr(mcore.layout, "iterations_of", lambda path: [it for it in listed(path) if it != 42])
     info = mcore.inspect_checkpoint(save, expect="training")
     assert info["state"] == "complete" and info["latest_iteration"] == 42
-    assert info["complete_iterations"][-1] == 42 and info["latest_complete_iteration"] == 42
+    assert info["complete_iterations"][-1] == 42

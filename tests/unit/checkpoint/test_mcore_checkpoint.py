@@ -46,7 +46,7 @@ def test_reports_complete_conversion(run_module, tmp_path):
         "iterations",
         "complete_iterations",
         "latest_iteration",
-        "latest_complete_iteration",
+        "resume_iteration",
         "release",
         "dataset_state",
         "dataset_state_file",
@@ -75,7 +75,7 @@ def test_reports_training_dir(run_module, tmp_path):
     tracker(save, "39")
     result, failed = run_module(module, {"path": save, "expect": "training"})
     assert not failed
-    assert result["latest_iteration"] == 39 and result["latest_complete_iteration"] == 39
+    assert result["latest_iteration"] == 39 and result["resume_iteration"] == 39
     assert result["dataset_state"] is False
     os.makedirs(os.path.join(save, "rollout"))
     open(os.path.join(save, "rollout", "global_dataset_state_dict_39.pt"), "wb").close()
@@ -85,6 +85,25 @@ def test_reports_training_dir(run_module, tmp_path):
         handle.write(b"\x80\x04state")
     result, _ = run_module(module, {"path": save})
     assert result["dataset_state"] is True and result["tracker_empty"] is False
+
+
+def test_the_resume_iteration_is_the_resume_rules(run_module, tmp_path):
+    # 39 is complete and named by the tracker but has no data cursor; 19 has one: a resume loads 19,
+    # and the inspection says the same as the job plan (resume_plan).
+    from ansible_collections.mtslime.posttrain.plugins.module_utils.checkpoint.resume import resume_plan
+
+    save = str(tmp_path / "run")
+    for it in (19, 39):
+        ckpt_dir(os.path.join(save, "iter_%07d" % it))
+    tracker(save, "39")
+    os.makedirs(os.path.join(save, "rollout"))
+    with open(os.path.join(save, "rollout", "global_dataset_state_dict_19.pt"), "wb") as handle:
+        handle.write(b"\x80\x04state")
+    result, failed = run_module(module, {"path": save, "expect": "training"})
+    assert not failed and result["state"] == "complete"
+    assert result["resume_iteration"] == 19 == resume_plan(save)["resume_iteration"]
+    release, _ = run_module(module, {"path": conversion(tmp_path / "c"), "expect": "release"})
+    assert release["resume_iteration"] is None
 
 
 # ---- fingerprint ----

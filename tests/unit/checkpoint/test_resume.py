@@ -244,3 +244,25 @@ def test_a_failed_move_names_the_path_and_keeps_what_was_done(tmp_path, monkeypa
     assert "cannot move %s aside: Permission denied; check the permissions of %s" % (
         os.path.join(save, "iter_0000039"), save) == str(caught.value)
     assert read_tracker(save) == "39"
+
+
+def test_resume_reads_the_save_dir_through_layout_and_mcores_public_check_only():
+    """resume.py lists iterations and cursors with layout.py and judges completeness with mcore.py's public
+    functions: no private helper of mcore, no listing of its own."""
+    import ast
+
+    with open(resume_rule.__file__) as handle:
+        tree = ast.parse(handle.read())
+    used = {node.attr for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "mcore"}
+    assert used and not [name for name in used if name.startswith("_")], used
+    listings = [node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+                and node.attr in ("listdir", "scandir", "glob", "walk")]
+    assert not listings, "resume.py lists directories itself: %s" % listings
+
+
+def test_resume_point_is_the_plans_resume_iteration(tmp_path):
+    save = training(tmp_path, iters=(19, 39, 59), latest=59)
+    os.remove(os.path.join(save, "rollout", "global_dataset_state_dict_59.pt"))
+    assert resume_rule.resume_point(save) == resume_rule.resume_plan(save)["resume_iteration"] == 39
+    assert resume_rule.resume_point(str(tmp_path / "none")) is None

@@ -14,18 +14,17 @@ from ansible_collections.mtslime.posttrain.plugins.modules import checkpoint_ret
 
 
 # -- the rule -------------------------------------------------------------------------------------
-def facts(complete, incomplete=(), tracker=None, tracker_mtime=100.0, mtimes=None, latest_complete=None):
+def facts(complete, incomplete=(), tracker=None, tracker_mtime=100.0, mtimes=None, resume=None):
     mtimes = mtimes or {}
     items = [{"iteration": i, "complete": True, "mtime": mtimes.get(i, 50.0 + i * 0.01), "path": "/s/iter_%07d" % i}
              for i in complete]
     items += [{"iteration": i, "complete": False, "mtime": mtimes.get(i, 50.0), "path": "/s/iter_%07d" % i}
               for i in incomplete]
     items.sort(key=lambda item: item["iteration"])
-    if latest_complete is None:
-        bounded = [i for i in complete if tracker is None or i <= tracker]
-        latest_complete = max(bounded) if bounded else None
+    if resume is None and complete:  # every cursor there: the resume rule loads the newest complete iteration
+        resume = max(complete)
     return {"save_dir": "/s", "exists": True, "tracker_iteration": tracker, "tracker_mtime": tracker_mtime,
-            "latest_complete_iteration": latest_complete, "iterations": items}
+            "resume_iteration": resume, "iterations": items}
 
 
 def test_keep_zero_keeps_everything():
@@ -82,7 +81,9 @@ def test_the_rule_holds_for_any_save_dir():
         incomplete = [n for n in numbers if n not in complete]
         tracker = rng.choice(numbers + [None]) if numbers else None
         mtimes = {n: rng.uniform(0, 120) for n in numbers}
-        state = facts(complete, incomplete, tracker=tracker, tracker_mtime=rng.uniform(0, 120), mtimes=mtimes)
+        resume = rng.choice(complete) if complete else None
+        state = facts(complete, incomplete, tracker=tracker, tracker_mtime=rng.uniform(0, 120), mtimes=mtimes,
+                      resume=resume)
         protect = rng.sample(complete, min(len(complete), rng.randint(0, 2)))
         keep = rng.randint(0, 5)
         decision = retention.plan(state, keep, protect)
@@ -92,7 +93,7 @@ def test_the_rule_holds_for_any_save_dir():
         if complete:
             assert max(complete) not in pruned
         assert tracker not in pruned
-        assert state["latest_complete_iteration"] not in pruned
+        assert state["resume_iteration"] not in pruned
         if keep:
             assert len([i for i in complete if i not in pruned]) >= min(keep, len(complete))
         if retention.save_in_progress(state) or keep == 0:
@@ -170,6 +171,18 @@ def test_a_save_in_progress_blocks_pruning(run_module, tmp_path):
     assert not failed and not result["changed"]
     assert "iter_0000009/ is newer than the tracker (8)" in result["blocked"]
     assert len(iterations_in(save)) == 9
+
+
+def test_the_iteration_a_resume_loads_is_kept_with_its_data_cursor(run_module, tmp_path):
+    # The data cursors of 6, 7 and 8 were never written (killed after each tracker): the resume rule loads 5,
+    # so retention keeps 5 and its cursor, whatever keep says.
+    save = save_dir(tmp_path)
+    for number in (6, 7, 8):
+        (save / "rollout" / ("global_dataset_state_dict_%d.pt" % number)).unlink()
+    result, failed = run_module(checkpoint_retention, {"save_dir": str(save), "keep": 2})
+    assert not failed and result["kept"] == [5, 7, 8], result
+    assert result["protected"]["5"] == ["a resume would load it"]
+    assert (save / "iter_0000005").is_dir() and (save / "rollout" / "global_dataset_state_dict_5.pt").is_file()
 
 
 def test_the_iteration_the_running_job_loaded_is_kept(run_module, tmp_path):

@@ -19,6 +19,7 @@ import pytest
 from PIL import Image, ImageStat
 
 from ansible_collections.mtslime.posttrain.plugins.module_utils.checkpoint import mcore
+from ansible_collections.mtslime.posttrain.plugins.module_utils.checkpoint.resume import resume_point
 from ansible_collections.mtslime.posttrain.plugins.module_utils.logs import slime as slime_log
 from ansible_collections.mtslime.posttrain.plugins.module_utils.logs.metric_series import experiment_series
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.report import (
@@ -153,11 +154,16 @@ def job_fixture(manifest="/w/manifests/qwen3-8B-attempt-2.json"):
 
 
 def checkpoint_fixture(tmp_path):
+    """What mcore_checkpoint expect=training returns for a save dir whose newest iteration (19) lacks its data
+    cursor: a resume loads 14."""
     save = tmp_path / "save"
     for number in (4, 9, 14, 19):
         ckpt_layouts.ckpt_dir(save / ("iter_%07d" % number))  # real torch_dist metadata
+        if number != 19:
+            ckpt_layouts.data_state(str(save), number)
     (save / "latest_checkpointed_iteration.txt").write_text("19")
-    return mcore.inspect_checkpoint(str(save), expect="training"), str(save)
+    found = mcore.inspect_checkpoint(str(save), expect="training")
+    return dict(found, resume_iteration=resume_point(str(save))), str(save)
 
 
 def status_fixture(tmp_path, job=None, progress=None, manifest=None, checkpoint="make"):
@@ -190,7 +196,8 @@ def test_the_status_json_validates_against_the_schema(tmp_path):
     assert document["schema_version"] == status_doc.SCHEMA_VERSION == SCHEMA["properties"]["schema_version"]["const"]
     assert cluster["attempts"][0]["exception"].startswith("RuntimeError") and cluster["crash_loop"]["count"] == 1
     assert cluster["last"]["step"] == 45 and cluster["last"]["eval"]["aime24"]["pass_at_k"]["pass@8"] > 0
-    assert cluster["checkpoint"]["latest_complete_iteration"] == 19
+    assert cluster["checkpoint"]["resume_iteration"] == 14 and cluster["checkpoint"]["latest_iteration"] == 19
+    assert ", checkpoint 14" in cluster["line"]
     assert cluster["manifest"]["data"]["image"] == "img@sha256:1"
     assert cluster["line"].startswith("c1: qwen3-8B-attempt-2 RUNNING, step 45, reward 0.603")
     assert "crash loop 1/2 at step 23" in cluster["line"]
