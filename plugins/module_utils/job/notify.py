@@ -26,6 +26,7 @@ import urllib.request
 
 from ansible_collections.mtslime.posttrain.plugins.module_utils.common import atomic_write
 from ansible_collections.mtslime.posttrain.plugins.module_utils.job.crash_loop import describe, streak_text
+from ansible_collections.mtslime.posttrain.plugins.module_utils.job.rules import ACTIVE, FAILED, SUCCEEDED
 
 EVENTS = ("attempt_failed", "resubmitted", "crash_loop_stopped", "finished", "disk_projection_exceeded")
 STATE_SUFFIX = ".notified.json"
@@ -83,7 +84,7 @@ def job_events(result):
     events = []
     history = result.get("attempts_history") or result.get("attempts") or []
     for record in history:
-        if isinstance(record, dict) and record.get("status") == "FAILED":
+        if isinstance(record, dict) and record.get("status") == FAILED:
             events.append(_attempt_event("attempt_failed", record))
     loop = result.get("crash_loop") or {}
     if loop.get("blocked") and loop.get("attempts"):
@@ -96,8 +97,8 @@ def job_events(result):
                               loop.get("count", 0), streak_text(loop), loop.get("limit"))
         events.append(event)
     previous = result.get("previous_attempt") or {}
-    submitted = result.get("argv") is not None and result.get("status") in ("PENDING", "RUNNING", "WOULD_SUBMIT")
-    if submitted and previous and previous.get("status") != "SUCCEEDED" and result.get("submission_id"):
+    submitted = result.get("argv") is not None and result.get("status") in ACTIVE + ("WOULD_SUBMIT",)
+    if submitted and previous and previous.get("status") != SUCCEEDED and result.get("submission_id"):
         event = _attempt_event("resubmitted", {"submission_id": result["submission_id"],
                                                "attempt": result.get("attempt")})
         event["step"] = result.get("resumed_from_iteration")
@@ -106,7 +107,7 @@ def job_events(result):
             "resuming from iteration %d" % result["resumed_from_iteration"]
             if result.get("resumed_from_iteration") is not None else "from the converted checkpoint")
         events.append(event)
-    if result.get("status") == "SUCCEEDED" and result.get("submission_id"):
+    if result.get("status") == SUCCEEDED and result.get("submission_id"):
         last = history[-1] if history and isinstance(history[-1], dict) else {}
         record = last if last.get("submission_id") == result["submission_id"] else {
             "submission_id": result["submission_id"], "attempt": result.get("attempt")}
