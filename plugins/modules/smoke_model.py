@@ -53,9 +53,8 @@ options:
     type: dict
     default: {}
   accelerator:
-    description: The node's C(slime_accelerator), to name the device torch should see.
+    description: The node's C(slime_accelerator) (C(musa), C(cuda)), to name the device torch should see.
     type: str
-    choices: [musa, cuda]
     default: musa
   reason:
     description: The move-aside reason with O(state=aside).
@@ -138,6 +137,12 @@ lacks:
   returned: state=present
   type: list
   elements: dict
+advice:
+  description: RV(lacks) as lines, C(<what>: <why> -> <fix>).
+  returned: state=present
+  type: list
+  elements: str
+  sample: ["apex: ModuleNotFoundError: No module named 'apex' -> add [...] to convert_extra_args and ..."]
 moved_to:
   description: Where the scratch directory was moved (null when it did not exist).
   returned: state=aside
@@ -198,7 +203,7 @@ def main():
             num_layers=dict(type="int", default=2),
             python_path=dict(type="list", elements="path", default=[]),
             probe_env=dict(type="dict", default={}),
-            accelerator=dict(type="str", choices=["musa", "cuda"], default="musa"),
+            accelerator=dict(type="str", default="musa"),
             reason=dict(type="str", default="failed"),
         ),
         required_if=[("state", "present", ["model_args"])],
@@ -225,6 +230,7 @@ def main():
         config_from=params["config_file"] if base is not None else "model_args", stack=stack,
         stack_summary=smoke_stack.summary(stack), lacks=smoke_stack.lacks(stack, params["accelerator"]),
     )
+    result["advice"] = smoke_stack.advice(result["lacks"])
     if module.check_mode:
         module.exit_json(**result)
     try:

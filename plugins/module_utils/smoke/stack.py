@@ -113,6 +113,11 @@ def lacks(stack, accelerator):
     return found
 
 
+def advice(lacking):
+    """One line per missing piece: `apex: ModuleNotFoundError: No module named 'apex' -> add [...] to ...`."""
+    return ["%s: %s -> %s" % (item["what"], item["why"], item["fix"]) for item in lacking]
+
+
 def summary(stack):
     """One line: `torch 2.11.0+cu130 (cuda x8), transformer_engine missing, ...`."""
     parts = []
