@@ -342,8 +342,8 @@ SMOKE = [
         "processes."),
     Var("smoke_timeout", Int(1), "Longest the smoke conversion may run (s)."),
     Var("smoke_poll_interval", Int(1), "Seconds between the smoke conversion's progress lines."),
-    Var("smoke_master_port", Port(), "torchrun's rendezvous port for the smoke conversion (default: "
-        "convert_master_port + 1)."),
+    Var("smoke_master_port", Port(), "torchrun's rendezvous port for the smoke conversion (not "
+        "convert_master_port: a conversion may be running)."),
 ]
 
 VARS = PATHS + ACCELERATOR + CONTAINER + DATA + MODEL + CONVERT + RAY + TRAIN + NODE + FANOUT + SMOKE
