@@ -9,7 +9,7 @@ module: smoke_model
 short_description: Write a 2-layer model of the configured architecture for a smoke conversion, and probe the stack
 version_added: "0.1.0"
 description:
-  - The first half of the smoke run (role C(mtslime.posttrain.smoke)): in a scratch directory of its own, writes a
+  - The first half of the smoke run (role C(mtslime.posttrain.smoke)). In a scratch directory of its own, writes a
     small Hugging Face model of the configured model's architecture family (C(config.json) of O(config_file) when it
     exists, else from O(model_args)) with O(num_layers) layers and small dimensions, using the image's
     C(transformers) and C(tokenizers) (C(config.json), C(model.safetensors), the tokenizer files), and returns the
@@ -17,7 +17,7 @@ description:
   - Probes, one interpreter each, the imports slime's conversion and training need (C(torch) and the device it
     sees, C(transformer_engine), C(apex), C(megatron), C(sglang), C(transformers)) and says for each missing piece
     which inventory setting works around it.
-  - The scratch directory is the module's own: it must be absent or hold the marker C(.mtslime-smoke) of an
+  - The scratch directory is the module's own; it must be absent or hold the marker C(.mtslime-smoke) of an
     earlier smoke run (then it is emptied); any other directory there is refused and left alone.
   - O(state=aside) moves the scratch directory aside as C(<path>.failed-<UTC time>) (never deleted) and returns
     where.
@@ -72,7 +72,7 @@ attributes:
   idempotent:
     support: partial
     details:
-      - O(state=present) writes the scratch directory anew on every run and reports C(changed=false): nothing but its
+      - O(state=present) writes the scratch directory anew on every run and reports C(changed=false), as nothing but its
         own scratch changes on the node. O(state=aside) reports C(changed=true) when it moved the directory.
 seealso:
   - module: mtslime.posttrain.mcore_checkpoint
