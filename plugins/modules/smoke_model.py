@@ -138,7 +138,7 @@ lacks:
   type: list
   elements: dict
 advice:
-  description: RV(lacks) as lines, C(<what>: <why> -> <fix>).
+  description: "RV(lacks) as lines, C(<what>: <why> -> <fix>)."
   returned: state=present
   type: list
   elements: str
