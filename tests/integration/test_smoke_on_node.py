@@ -69,3 +69,24 @@ def test_a_failure_on_the_node_moves_the_scratch_aside(node):
     run = smoke(node)
     assert_failure_reported(run, on_node, "ModuleNotFoundError: No module named 'pydantic'",
                             scratch=str(node / "scratch"))
+
+
+def test_the_conversion_itself_runs_through_the_same_start(node):
+    """site.yml --tags convert on the same node: the real conversion starts through roles/convert/tasks/start.yml
+    too, with the inventory's model, save directory, log and port."""
+    values = {
+        "container_enabled": False,
+        "slime_accelerator": "cuda",
+        "slime_dir": str(node / "slime"),
+        "slime_megatron_dir": os.path.join(ROOTFS, "home", "Megatron-LM"),
+        "slime_hf_model_dir": str(node / "model"),
+        "slime_mcore_dir": str(node / "mcore" / "Qwen3-8B_slime"),
+        "convert_log_file": str(node / "convert.log"),
+        "convert_poll_interval": 1,
+        "slime_render_dir": str(node / "rendered"),
+    }
+    run = run_playbook("site.yml", "molecule/default/inventory", "--tags", "convert", extravars=values, timeout=300)
+    assert run.rc == 0, run.stdout[-4000:]
+    assert (node / "mcore" / "Qwen3-8B_slime" / "release").is_dir()
+    with open(node / "convert.log") as handle:
+        assert "converting %s into %s" % (node / "model", node / "mcore" / "Qwen3-8B_slime.converting") in handle.read()
