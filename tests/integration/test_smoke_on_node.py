@@ -12,7 +12,7 @@ import subprocess
 import pytest
 
 from runner import run_playbook
-from smoke_checks import assert_failure_reported, assert_passed
+from smoke_checks import assert_failure_reported, assert_passed, message
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ROOTFS = os.path.join(REPO, "tests", "standins", "rootfs")
@@ -56,6 +56,7 @@ def test_smoke_on_a_cuda_node_without_a_container(node):
     run = smoke(node)
     assert_passed(run, on_node, config_from=str(node / "model" / "config.json"), scratch=str(node / "scratch"))
     assert run.changed_hosts() == {}, run.changed_tasks()
+    assert "stack: torch 2.5.0+standin (cuda x8)" in message(run, "Report the smoke run")
     with open(node / "process-groups.jsonl") as handle:
         groups = [json.loads(line) for line in handle]
     assert len(groups) == 2 and {g["backend"] for g in groups} == {"nccl"}, groups

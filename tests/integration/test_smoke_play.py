@@ -56,7 +56,8 @@ def smoke(root, *args):
 
 def test_smoke_converts_the_2_layer_model_with_the_musa_patch_and_backend(node):
     run = smoke(node)
-    assert_passed(run, in_container)
+    report = assert_passed(run, in_container)
+    assert "stack: torch 2.5.0+standin (musa x8)" in report, "torch sees the MUSA devices through the patch dir"
     # what the stand-in image lacks, and the settings that work around it
     advice = message(run, "Say what the stack lacks")
     assert "transformer_engine: ModuleNotFoundError" in advice and "--transformer-impl" in advice, advice
