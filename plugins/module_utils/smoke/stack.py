@@ -21,21 +21,22 @@ try:
     module = importlib.import_module(name)
     found.update(ok=True, version=str(getattr(module, "__version__", "") or ""))
     if name == "torch":
+        # MUSA first: the MUSA patch aliases torch.cuda to torch.musa, so torch.cuda answers on MUSA nodes too
         device, count = "cpu", 0
         try:
-            if module.cuda.is_available():
-                device, count = "cuda", module.cuda.device_count()
+            import torch_musa  # noqa: F401  (registers torch.musa)
+        except Exception:
+            pass
+        musa = getattr(module, "musa", None)
+        try:
+            if musa is not None and musa.is_available():
+                device, count = "musa", musa.device_count()
         except Exception:
             pass
         if device == "cpu":
             try:
-                import torch_musa  # noqa: F401  (registers torch.musa)
-            except Exception:
-                pass
-            musa = getattr(module, "musa", None)
-            try:
-                if musa is not None and musa.is_available():
-                    device, count = "musa", musa.device_count()
+                if module.cuda.is_available():
+                    device, count = "cuda", module.cuda.device_count()
             except Exception:
                 pass
         found.update(device=device, device_count=count)

@@ -38,6 +38,13 @@ def test_torch_is_probed_for_its_device(tmp_path):
     assert stack.summary(found) == "torch 2.11.0+cu130 (cuda x8)"
 
 
+def test_a_musa_torch_whose_cuda_is_aliased_is_musa(tmp_path):
+    package(str(tmp_path), "torch", "__version__ = '2.5.0'\nclass musa:\n    is_available = staticmethod("
+            "lambda: True)\n    device_count = staticmethod(lambda: 8)\ncuda = musa\n")
+    found = stack.probe(sys.executable, [str(tmp_path)], packages=("torch",))
+    assert (found["torch"]["device"], found["torch"]["device_count"]) == ("musa", 8)
+
+
 def ok(**extra):
     return dict({"ok": True, "version": "1"}, **extra)
 
