@@ -20,7 +20,7 @@ description:
   - The scratch directory is the module's own; it must be absent or hold the marker C(.mtslime-smoke) of an
     earlier smoke run (then it is emptied); any other directory there is refused and left alone.
   - O(state=aside) moves the scratch directory aside as C(<path>.failed-<UTC time>) (never deleted) and returns
-    where.
+    where; a directory without the marker is not a smoke run's and is left where it is.
 options:
   path:
     description: The scratch directory (the small model goes into C(<path>/hf)).
@@ -144,7 +144,7 @@ advice:
   elements: str
   sample: ["apex: ModuleNotFoundError: No module named 'apex' -> add [...] to convert_extra_args and ..."]
 moved_to:
-  description: Where the scratch directory was moved (null when it did not exist).
+  description: Where the scratch directory was moved (null when it did not exist or is not a smoke run's).
   returned: state=aside
   type: str
 """
@@ -187,6 +187,8 @@ def fresh_scratch(path):
 
 def aside(module, path, reason):
     if not os.path.lexists(path):
+        module.exit_json(changed=False, moved_to=None)
+    if not os.path.isfile(os.path.join(path, MARKER)):  # not a smoke run's own scratch: not ours to move
         module.exit_json(changed=False, moved_to=None)
     if module.check_mode:
         module.exit_json(changed=True, moved_to=aside_name(path, reason))

@@ -91,3 +91,15 @@ def test_the_conversion_itself_runs_through_the_same_start(node):
     assert (node / "mcore" / "Qwen3-8B_slime" / "release").is_dir()
     with open(node / "convert.log") as handle:
         assert "converting %s into %s" % (node / "model", node / "mcore" / "Qwen3-8B_slime.converting") in handle.read()
+
+
+def test_a_smoke_dir_that_is_not_a_scratch_is_refused_and_left_where_it_is(node):
+    (node / "scratch").mkdir()
+    (node / "scratch" / "notes.txt").write_text("mine")
+    run = smoke(node)
+    assert run.rc != 0
+    text = message(run, "Report the failed smoke run")
+    assert "is not a smoke run's scratch directory" in text and "smoke_dir" in text, text
+    assert "The scratch was moved" not in text, text
+    assert (node / "scratch" / "notes.txt").read_text() == "mine"
+    assert not [p for p in os.listdir(node) if p.startswith("scratch.failed-")]

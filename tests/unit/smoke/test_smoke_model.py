@@ -53,6 +53,9 @@ def test_the_configured_models_config_json_is_read_and_a_broken_one_named(tmp_pa
 def test_a_failed_scratch_is_moved_aside_and_named(tmp_path, run_module):
     scratch = tmp_path / "smoke"
     scratch.mkdir()
+    result, failed = run_module(module, {"path": str(scratch), "state": "aside"})
+    assert not failed and not result["changed"] and result["moved_to"] is None, "no marker: not ours to move"
+    (scratch / module.MARKER).write_text("")
     (scratch / "convert.log").write_text("ModuleNotFoundError: No module named 'pydantic'\n")
     result, failed = run_module(module, {"path": str(scratch), "state": "aside"}, check_mode=True)
     assert not failed and result["moved_to"].startswith(str(scratch) + ".failed-") and scratch.exists()
