@@ -23,6 +23,7 @@ REASONS = (
     "no-data-state",  # a checkpoint iteration without slime's data cursor
     "previous",  # a file that held the place of a link (the guide's log file name)
     "container-run",  # a container's run directory, kept before the container is recreated
+    "failed",  # a smoke run's scratch directory whose conversion or check failed, kept for a look
 )
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 

@@ -369,11 +369,22 @@ FANOUT = [
         "alone (a rerun resumes it); a server that gets no request for this long stops (s).", default=300),
 ]
 
-VARS = PATHS + ACCELERATOR + CONTAINER + DATA + MODEL + CONVERT + RAY + TRAIN + NODE + FANOUT
+SMOKE = [
+    Var("smoke_dir", Path(), "Scratch directory of the smoke run (playbooks/smoke.yml) where the stages run; a failed "
+        "run's is moved aside as <smoke_dir>.failed-<UTC time>."),
+    Var("smoke_num_layers", Int(1, 64), "Layers of the smoke run's model; the converter runs min(GPUs, layers) "
+        "processes."),
+    Var("smoke_timeout", Int(1), "Longest the smoke conversion may run (s)."),
+    Var("smoke_poll_interval", Int(1), "Seconds between the smoke conversion's progress lines."),
+    Var("smoke_master_port", Port(), "torchrun's rendezvous port for the smoke conversion (not "
+        "convert_master_port: a conversion may be running)."),
+]
+
+VARS = PATHS + ACCELERATOR + CONTAINER + DATA + MODEL + CONVERT + RAY + TRAIN + NODE + FANOUT + SMOKE
 BY_NAME = {var.name: var for var in VARS}
 TOPICS = (("Paths", PATHS), ("Accelerator", ACCELERATOR), ("Container", CONTAINER), ("Data", DATA),
           ("Model", MODEL), ("Conversion", CONVERT), ("Ray", RAY), ("Training job", TRAIN),
-          ("Node, cluster and controller", NODE), ("Fan-out", FANOUT))
+          ("Node, cluster and controller", NODE), ("Fan-out", FANOUT), ("Smoke run", SMOKE))
 # Variables the plays compute (facts.yml, preflight); never set in the inventory.
 COMPUTED = frozenset(("slime_cluster_info", "slime_storage_info", "slime_topology", "slime_storage_layout",
                       "slime_stage", "slime_run_id", "slime_node_accelerator", "slime_accelerator_profile",

@@ -2,7 +2,8 @@
 # MT image), the form the guide's §3.2 diff patches: `import json` beside gc/os/shutil, and
 # device_id=None on MUSA. Upstream THUDM/slime differs (tests/standins/convert_forms/README.md). Same CLI,
 # launch env, config validation, log lines and torch_dist write order as the real converter; no weights are
-# converted. Knobs: MTSLIME_STANDIN_CONVERT_SECONDS, MTSLIME_STANDIN_CONVERT_DIE_AT.
+# converted. Knobs: MTSLIME_STANDIN_CONVERT_SECONDS, MTSLIME_STANDIN_CONVERT_DIE_AT,
+# MTSLIME_STANDIN_CONVERT_IMPORT_ERROR.
 import gc
 import json
 import os
@@ -140,6 +141,14 @@ def maybe_die(point, rank):
         raise RuntimeError(f"stand-in conversion killed at {point} (MTSLIME_STANDIN_CONVERT_DIE_AT)")
 
 
+def maybe_import_error():
+    """An import that the image lacks, as slime's imports meet it on every rank before anything else (measured on
+    an H200 image: `ModuleNotFoundError: No module named 'pydantic'`)."""
+    name = control("convert_import_error", "MTSLIME_STANDIN_CONVERT_IMPORT_ERROR", "")
+    if name:
+        raise ModuleNotFoundError("No module named %r" % str(name), name=str(name))
+
+
 def stage_state(args, rank, world_size, shard_bytes):
     """This rank's pipeline stage of the model as Megatron shards it: each layer's weights are a chunk (along
     the layer dim) of a tensor of all layers; the last stage also holds the output layer, the first the
@@ -218,6 +227,7 @@ def save_checkpoint(iteration, args, rank, world_size, pause):
 
 
 def main():
+    maybe_import_error()
     world_size = int(os.environ.get("WORLD_SIZE", os.environ.get("SLURM_NTASKS", "1")))
     local_rank = int(os.environ.get("LOCAL_RANK", os.environ.get("SLURM_LOCALID", "0")))
     global_rank = int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0")))
