@@ -202,7 +202,7 @@ def measure(size, shared):
             ports = json.load(handle)["nodes"]
         root = inventory(size, shared, ports)
         hosts = ["sim-%03d" % i for i in range(size)]
-        converge, _ = run(os.path.join(REPO, "site.yml"), root)
+        converge, dummy = run(os.path.join(REPO, "site.yml"), root)
         rerun, result = run(os.path.join(REPO, "site.yml"), root)
         if os.environ.get("BENCH_PROFILE"):
             print(result.stdout.read()[-6000 if os.environ["BENCH_PROFILE"] != "all" else -60000:])
@@ -211,7 +211,7 @@ def measure(size, shared):
             raise SystemExit("the rerun of %d nodes changed %s" % (size, changed))
         calls, per_role = module_calls(result, hosts)
         baseline, base_result = run(os.path.join(REPO, "bench", "noop8.yml"), root)
-        base_calls, _ = module_calls(base_result, hosts)
+        base_calls, dummy = module_calls(base_result, hosts)
         return {"nodes": size, "converge_s": round(converge, 1), "rerun_s": round(rerun, 1),
                 "calls_per_host": round(calls, 2), "per_role": per_role, "noop8_s": round(baseline, 1),
                 "noop8_calls_per_host": round(base_calls, 2), "ratio": round(rerun / baseline, 2),

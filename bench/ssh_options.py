@@ -60,7 +60,7 @@ def up():
     gid = str(os.stat("/var/run/docker.sock").st_gid)
     sh("docker", "exec", NODE, "sh", "-c", "getent group {0} >/dev/null || groupadd -g {0} docker; "
        "usermod -aG $(getent group {0} | cut -d: -f1) tester".format(gid))
-    for _ in range(50):
+    for dummy in range(50):
         if "OpenSSH" in sh("bash", "-c", "timeout 1 bash -c 'head -c 20 < /dev/tcp/%s/%d'" % (ADDRESS, PORT),
                            check=False).stdout:
             break

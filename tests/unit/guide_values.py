@@ -66,7 +66,7 @@ def host_values(hosts, per_host=None, groups=None):
     for host in hosts:
         context = dict(raw[host], slime_cluster_info=clusters[topology.cluster_of(host, layout[host])])
         values = raw[host]
-        for _ in range(6):  # templates that use templated values
+        for dummy in range(6):  # templates that use templated values
             rendered = {k: _render(env, v, dict(context, **values)) for k, v in values.items()}
             if rendered == values:
                 break

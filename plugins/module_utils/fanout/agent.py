@@ -312,7 +312,7 @@ def pull(store, partial, upstreams, deadline, progress, stall_timeout=120.0, wai
     if refused is not None:
         state.refused = refused  # shared with the heartbeat, which then spares them
     lanes = [upstreams] + [[Upstream(u.name, "http://%s:%d" % (u.host, u.port), u.token, u.timeout)
-                            for u in upstreams] for _ in range(max(1, streams) - 1)]
+                            for u in upstreams] for dummy in range(max(1, streams) - 1)]
     threads = [threading.Thread(target=_stream, args=(store, state, lane, wait, parent_patience, progress),
                                 daemon=True) for lane in lanes]
     for thread in threads:

@@ -56,7 +56,7 @@ def plan(storages, holders=(), external_seed=None, failed=(), max_chains=None):
         seeds = [{"name": external_seed.get("name", "controller"), "node": external_seed.get("name", "controller"),
                   "address": external_seed["address"]}]
     count = min(len(seeds), max_chains or len(seeds), len(lacking))
-    chains = [[] for _ in range(count)]
+    chains = [[] for dummy in range(count)]
     for index, entry in enumerate(lacking):
         chains[index % count].append(entry["name"])
 

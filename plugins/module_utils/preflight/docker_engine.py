@@ -45,7 +45,7 @@ def docker_connection(address, timeout=DOCKER_TIMEOUT):
 
 
 def docker_get(address, path, timeout=DOCKER_TIMEOUT):
-    conn, _ = docker_connection(address, timeout)
+    conn, dummy = docker_connection(address, timeout)
     try:
         conn.request("GET", path, headers={"Host": "docker"})
         response = conn.getresponse()
@@ -57,7 +57,7 @@ def docker_get(address, path, timeout=DOCKER_TIMEOUT):
 def check_docker(docker):
     address = docker.get("socket") or "unix:///var/run/docker.sock"
     try:
-        _, where = docker_connection(address)
+        dummy, where = docker_connection(address)
     except ValueError:
         return [
             "Docker engine address %r is neither unix:///path nor tcp://host:port; fix docker.socket" % address

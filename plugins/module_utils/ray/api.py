@@ -87,7 +87,7 @@ def normalize_url(url):
     if not parsed.hostname:
         raise ValueError("dashboard_url %r has no host" % url)
     try:
-        _ = parsed.port  # urllib parses the port lazily
+        dummy = parsed.port  # urllib parses the port lazily
     except ValueError:
         raise ValueError("dashboard_url %r has an invalid port" % url) from None
     return url.rstrip("/")

@@ -58,7 +58,7 @@ def test_save_interval_one_with_keep_three_keeps_three():
         resumed = int(job["metadata"].get("mtslime_resumed_from") or 0)
         wait(lambda: tracker() >= resumed + KEEP + 3, timeout=120, what="saves after every rollout")
         result = None
-        for _ in range(5):  # a save caught in progress blocks pruning; the next run prunes
+        for dummy in range(5):  # a save caught in progress blocks pruning; the next run prunes
             run, task = _retention(every)
             assert run.rc == 0, run.stdout[-3000:]
             result = next(r for r in run.results(task) if "kept" in r)

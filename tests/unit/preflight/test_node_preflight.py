@@ -482,7 +482,7 @@ def test_is_ray(args, comm, ray):
 def test_listening_socket_is_found_with_its_owner(listener):
     inodes = pports.listening_inodes([listener])[listener]
     assert inodes
-    owners, _ = pports.socket_owners(inodes)
+    owners, dummy = pports.socket_owners(inodes)
     assert os.getpid() in {pid for pids in owners.values() for pid in pids}
 
 
@@ -514,7 +514,7 @@ def test_docker_addresses():
     assert dengine.docker_connection("tcp://docker-host")[1] == "docker-host:2375"
     with pytest.raises(ValueError):
         dengine.docker_connection("ssh://user@host")
-    failures, _ = dengine.check_docker({"socket": "ssh://user@host"})
+    failures, dummy = dengine.check_docker({"socket": "ssh://user@host"})
     assert "is neither unix:///path nor tcp://host:port; fix docker.socket" in failures[0]
 
 

@@ -106,7 +106,7 @@ def test_a_dashboard_that_never_answers_behind_a_live_gcs_is_refused_after_the_g
 
 def test_head_missing_a_worker_is_kept_but_not_ready(run_module, head, node_probe, commands):
     dashboard, gcs = head
-    result, _ = run_module(ray_start, head_args(dashboard.url, gcs.address, expected_nodes=["127.0.0.1", "10.0.0.2"]))
+    result = run_module(ray_start, head_args(dashboard.url, gcs.address, expected_nodes=["127.0.0.1", "10.0.0.2"]))[0]
     assert result["action"] == "keep" and not result["ready"]
 
 
