@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """What the image fan-out costs for a real-sized image: the seed's docker save, its manifest, the spread, the load.
 
 Runs tests/integration/playbooks/fanout_image_local.yml (the collection's playbooks/plays/fanout_image.yml and the

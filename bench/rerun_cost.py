@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """What a no-op rerun of site.yml costs on a converged fleet of simulated nodes.
 
 For each fleet size N (default 1, 8, 32, 64) it builds an inventory of N nodes that are
@@ -228,7 +228,7 @@ def main():
     shared = fixtures()
     rows = []
     print("%6s %10s %10s %14s %10s %7s %10s %10s %9s" % ("nodes", "converge", "rerun", "calls/host", "noop8", "ratio",
-                                                       "rerun CPU", "noop8 CPU", "CPU ratio"))
+                                                         "rerun CPU", "noop8 CPU", "CPU ratio"))
     for size in sizes:
         row = measure(size, shared)
         rows.append(row)

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """What each way of reaching a training container on an SSH node costs, per module call.
 
 One SSH node (the ssh-node test image: sshd, sudo, the Docker CLI on this machine's engine) with a
@@ -117,7 +117,7 @@ OPTIONS = {
 def play(calls):
     tasks = [{"name": "no-op %d" % i, "ansible.builtin.ping": {}} for i in range(calls)]
     tasks.append({"name": "a file transfer", "ansible.builtin.template": {"src": ROOT + "/t.j2", "dest": "/tmp/t.txt",
-                                                                       "mode": "0644"},
+                                                                          "mode": "0644"},
                   "ignore_errors": True, "register": "t"})
     tasks.append({"name": "result",
                   "ansible.builtin.debug": {"msg": "TRANSFER={{ 'ok' if t is succeeded else 'failed' }}"}})

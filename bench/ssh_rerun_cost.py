@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """What a no-op rerun of site.yml costs on a converged fleet of SSH nodes with training containers.
 
 N node containers of the ssh-node test image (sshd on port 2222, only the benchmark's key, the non-root
@@ -222,7 +222,7 @@ def main():
         hosts = inventory(args.size, shared, ports)
         converge, dummy = run(os.path.join(REPO, "site.yml"), args.strategy)
         rerun, result, calls, connections, sessions = measured(os.path.join(REPO, "site.yml"), hosts, args.size,
-                                                                args.strategy)
+                                                               args.strategy)
         if os.environ.get("BENCH_PROFILE"):
             print(result.stdout.read()[-5000 if os.environ["BENCH_PROFILE"] != "all" else -60000:])
         changed = {h: c for h, c in (result.stats.get("changed") or {}).items() if c}

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Regenerate plugins/plugin_utils/training/known_flags.json: every flag slime's train.py accepts, with the type
 its parser gives it, read off the parsers' source (no torch, no import of slime or Megatron).
 

@@ -143,4 +143,3 @@ class Connection(ssh.Connection):
     def fetch_file(self, in_path, out_path):
         self.set_option("ssh_transfer_method", "piped")
         return super().fetch_file(in_path, out_path)
-

@@ -300,7 +300,7 @@ def do_spread(module, p, manifest):
             actions.append("moved the copy that was there to %s" % result["moved_aside"])
     if result.get("served"):
         actions.append("served %d bytes to %s" % (result["served"], ", ".join(result.get("children_done", [])) or
-                                                   "children that did not finish"))
+                                                  "children that did not finish"))
     module.exit_json(changed=p["role"] == "pull", id=manifest["id"], total=manifest["total"],
                      actions=actions, **{k: v for k, v in result.items() if k != "manifest"})
 

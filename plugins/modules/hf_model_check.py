@@ -358,8 +358,8 @@ def check_shard(path, name, listed, problems):
     if bad:
         ok = False
         problems.append("%s has a corrupt header: %s%s; %s" % (name, "; ".join(bad[:3]),
-                                                             " and %d more" % (len(bad) - 3) if len(bad) > 3 else "",
-                                                             REDOWNLOAD))
+                                                               " and %d more" % (len(bad) - 3) if len(bad) > 3 else "",
+                                                               REDOWNLOAD))
     expected = 8 + length + end_max
     if size < expected:
         ok = False

@@ -122,7 +122,7 @@ def run(node, tmp_path):
 
 def test_the_files_are_rendered_and_the_script_parses(rendered):
     assert sorted(p.name for p in rendered.iterdir()) == sorted([".mtslime", "hostfile", "runtime_env.yaml",
-                                                                  script_path(rendered).name])
+                                                                 script_path(rendered).name])
     proc = subprocess.run(["bash", "-n", str(script_path(rendered))], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
 

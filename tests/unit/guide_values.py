@@ -57,10 +57,10 @@ def host_values(hosts, per_host=None, groups=None):
     raw = {}
     for host in hosts:
         raw[host] = dict(defaults(), inventory_hostname=host, inventory_dir=os.path.join(REPO,
-                                                                                                        "inventory"))
+                                                                                         "inventory"))
         raw[host].update(copy.deepcopy(per_host.get(host, {})))
     layout = {h: {k: raw[h].get(k) for k in ("slime_cluster", "slime_storage", "slime_node_ip", "ansible_host",
-                                              "slime_gpus_per_node")} for h in hosts}
+                                             "slime_gpus_per_node")} for h in hosts}
     clusters = topology.clusters(layout, hosts, groups or {})
     result = {}
     for host in hosts:

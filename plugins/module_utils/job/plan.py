@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: mtslime.posttrain contributors
 # Apache License 2.0
 """The job's plan, decided in one place: from Ray's job list, the node's own records and the save

@@ -68,7 +68,7 @@ def first_error(lines, context=5, traceback_limit=300):
                 if number - found["lineno"] > traceback_limit:
                     found["in_traceback"] = False
                 elif text and not text[0].isspace() and not text.startswith(("Traceback", "During handling",
-                                                                              "The above exception")):
+                                                                             "The above exception")):
                     found["exception"] = text.strip()
                     found["in_traceback"] = False
             if len(after) >= context and not found["in_traceback"]:

@@ -109,4 +109,3 @@ def check_docker(docker):
     except (OSError, ValueError, http.client.HTTPException):
         pass
     return [], info
-

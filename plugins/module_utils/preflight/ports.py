@@ -100,7 +100,6 @@ def is_ray(args, comm=""):
     return any(marker in joined for marker in RAY_MARKERS)
 
 
-
 def check_ports(items, proc=PROC):
     failures = []
     rows = []
@@ -155,4 +154,3 @@ def check_ports(items, proc=PROC):
         )
     detail = "%d of %d port%s busy" % (busy, len(rows), "" if len(rows) == 1 else "s")
     return failures, dict(ok=not failures, detail=detail, items=rows)
-

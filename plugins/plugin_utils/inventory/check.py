@@ -118,7 +118,7 @@ class InventoryCheck:
     def layout(self):
         """Clusters and storages from the values that passed their checks."""
         nodes = {h: {k: self.good(h, k) for k in ("slime_cluster", "slime_storage", "slime_node_ip",
-                                                   "ansible_host", "ansible_default_ipv4", "slime_gpus_per_node")}
+                                                  "ansible_host", "ansible_default_ipv4", "slime_gpus_per_node")}
                  for h in self.hosts}
         self.clusters = topology.clusters(nodes, self.hosts, self.groups)
         self.storages = topology.storages(nodes, self.hosts)
@@ -296,7 +296,7 @@ class InventoryCheck:
             first = min(group, key=lambda e: (e[2] in ARTIFACTS, e[0]))
             if len(kinds) == 1:
                 uses = "clusters %s all use it as their %s (%s)" % (", ".join(clusters), CLASS_NAMES[first[2]],
-                                                                   ", ".join(sorted({e[3] for e in group})))
+                                                                    ", ".join(sorted({e[3] for e in group})))
             else:
                 uses = "it is " + ", ".join(sorted({"cluster %s's %s (%s)" % (e[0], CLASS_NAMES[e[2]], e[3])
                                                     for e in group}))

@@ -321,7 +321,7 @@ class List(Type):
 
     def fix(self, name):
         return "make %s a YAML list (lines starting with '- ') of %s" % (name, self.elements.doc if self.elements
-                                                                          else "values")
+                                                                         else "values")
 
     def __init__(self, elements=None, min_items=0):
         self.elements, self.min_items = elements, min_items

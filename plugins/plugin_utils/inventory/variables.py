@@ -344,4 +344,6 @@ TOPICS = (("Paths", PATHS), ("Accelerator", ACCELERATOR), ("Container", CONTAINE
 COMPUTED = frozenset(("slime_cluster_info", "slime_storage_info", "slime_topology", "slime_storage_layout",
                       "slime_stage", "slime_run_id", "slime_node_accelerator", "slime_accelerator_profile",
                       "slime_log_file"))
-assert all(ENV_NAME_RE.fullmatch(v.name) for v in VARS)
+if not all(ENV_NAME_RE.fullmatch(v.name) for v in VARS):
+    raise ValueError("not a name of the form ENV_NAME_RE: %s"
+                     % ", ".join(v.name for v in VARS if not ENV_NAME_RE.fullmatch(v.name)))

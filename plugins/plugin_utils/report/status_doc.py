@@ -258,7 +258,7 @@ def summary_line(cluster):
     scores = " ".join("%s=%s" % (name, _num(entry["score"])) for name, entry in sorted(last["eval"].items()))
     parts.append("eval %s" % (scores or "-"))
     parts.append("tokens/s %s" % _num(last["throughput"].get("rollout_tokens_per_gpu_per_s",
-                                                              last["throughput"].get("train_tokens_per_s"))))
+                                                             last["throughput"].get("train_tokens_per_s"))))
     checkpoint = cluster["checkpoint"]
     if checkpoint.get("latest_complete_iteration") is not None:
         parts.append("checkpoint %d" % checkpoint["latest_complete_iteration"])

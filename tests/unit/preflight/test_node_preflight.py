@@ -259,7 +259,7 @@ def test_only_the_port_check(run_module, node, listener, tmp_path):
     result, failed = run_module(npf, args)
     assert failed
     assert len(result["failures"]) == 1 and result["failures"][0].startswith("port %d (Ray GCS) is held by pid %d"
-                                                                            % (listener, os.getpid()))
+                                                                             % (listener, os.getpid()))
     assert result["accelerator"] == {} and result["preflight_warnings"] == []
     for name in ("accelerator", "docker", "disk", "shm", "commands"):
         assert result["checks"][name] == {"ok": True, "skipped": True, "detail": "not in checks"}
