@@ -47,7 +47,7 @@ extends_documentation_fragment:
   - mtslime.posttrain.attributes
   - mtslime.posttrain.attributes.INFO_MODULE
 author:
-  - mtslime.posttrain contributors
+  - mtslime.posttrain contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -197,7 +197,7 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    status_file = os.path.join(os.path.expanduser(params["async_dir"]), params["jid"])
+    status_file = os.path.join(params["async_dir"], params["jid"])
     if not os.path.exists(status_file):
         module.fail_json(
             msg="async_progress: no status file %s for job %s; the task was not started with async on this host, "

@@ -59,7 +59,7 @@ extends_documentation_fragment:
   - mtslime.posttrain.attributes
   - mtslime.posttrain.attributes.INFO_MODULE
 author:
-  - mtslime.posttrain contributors
+  - mtslime.posttrain contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -482,8 +482,8 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             files=dict(type="list", elements="raw", required=True),
-            input_key=dict(type="str", default="prompt"),
-            label_key=dict(type="str", default="reward_model"),
+            input_key=dict(type="str", default="prompt", no_log=False),
+            label_key=dict(type="str", default="reward_model", no_log=False),
             reward_type=dict(type="str", default="zero2one"),
             min_rows=dict(type="int", default=1),
             fingerprint=dict(type="bool", default=True),

@@ -100,7 +100,7 @@ attributes:
     support: full
     details: A node whose copy is recorded with the manifest's id is reported unchanged by C(probe).
 author:
-  - mtslime.posttrain contributors
+  - mtslime.posttrain contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -70,7 +70,7 @@ extends_documentation_fragment:
   - mtslime.posttrain.attributes
   - mtslime.posttrain.attributes.INFO_MODULE
 author:
-  - mtslime.posttrain contributors
+  - mtslime.posttrain contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -455,7 +455,7 @@ def main():
         argument_spec=dict(
             path=dict(type="path", required=True),
             model_args=dict(type="dict"),
-            tokenizer_files=dict(type="list", elements="str"),
+            tokenizer_files=dict(type="list", elements="str", no_log=False),
             sha256_manifest=dict(type="raw"),
             hash_workers=dict(type="int", default=4),
             require_index=dict(type="bool"),

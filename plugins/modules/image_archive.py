@@ -47,7 +47,7 @@ attributes:
     support: full
     details: An archive that holds the image's ID under its name is kept.
 author:
-  - mtslime.posttrain contributors
+  - mtslime.posttrain contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

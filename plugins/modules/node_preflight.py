@@ -160,7 +160,7 @@ notes:
 seealso:
   - module: mtslime.posttrain.accelerator_info
 author:
-  - mtslime.posttrain contributors
+  - mtslime.posttrain contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -68,7 +68,7 @@ extends_documentation_fragment:
 seealso:
   - module: mtslime.posttrain.ray_job
 author:
-  - mtslime.posttrain contributors
+  - mtslime.posttrain contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

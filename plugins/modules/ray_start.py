@@ -83,6 +83,10 @@ options:
     type: list
     elements: str
     default: []
+  request_timeout:
+    description: Seconds each HTTP request to the dashboard may take.
+    type: int
+    default: 5
 extends_documentation_fragment:
   - mtslime.posttrain.ray
   - mtslime.posttrain.attributes
@@ -99,7 +103,7 @@ seealso:
   - module: mtslime.posttrain.ray_cluster
   - module: mtslime.posttrain.node_preflight
 author:
-  - mtslime.posttrain contributors
+  - mtslime.posttrain contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""
