@@ -61,7 +61,7 @@ TRAIN = "source /tmp/guide_args.sh && cd /home/slime && python3 train.py \"${{AR
 
 
 def run(cmd, timeout=600, check=False):
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
     if check and result.returncode != 0:
         raise AssertionError("%s failed (%d):\n%s\n%s" % (cmd, result.returncode, result.stdout, result.stderr))
     return result
