@@ -58,7 +58,7 @@ def task_seconds(run, prefix):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--nodes", type=int, default=4)
     parser.add_argument("--image", default="mtslime-test/node-base:current")
     args = parser.parse_args()

@@ -212,7 +212,7 @@ def measured(playbook, hosts, size, strategy):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("size", nargs="?", type=int, default=8)
     parser.add_argument("--strategy")
     args = parser.parse_args()

@@ -155,7 +155,7 @@ def read_status(status_file):
 
 def wrapper_alive(jid, proc="/proc"):
     """Whether an async_wrapper process of job `jid` runs (its argv holds the job id's first part)."""
-    prefix = str(jid).split(".")[0]
+    prefix = str(jid).split(".", 1)[0]
     try:
         pids = [name for name in os.listdir(proc) if name.isdigit()]
     except OSError:

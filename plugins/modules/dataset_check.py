@@ -141,6 +141,7 @@ problems:
 """
 
 import json
+import math
 import os
 import re
 
@@ -224,7 +225,7 @@ def label_problem(value, reward_type):
         return "bad-label", kind_of(value)
     if isinstance(value, str) and not value.strip():
         return "bad-label", "an empty string"
-    if isinstance(value, float) and value != value:
+    if isinstance(value, float) and math.isnan(value):
         return "bad-label", "NaN"
     return None
 

@@ -55,8 +55,8 @@ def jobs_api():
 def run_playbook(*args, check=True):
     env = dict(os.environ, PATH=BIN + os.pathsep + os.environ["PATH"], ANSIBLE_FORCE_COLOR="0")
     proc = subprocess.run(
-        [os.path.join(BIN, "ansible-playbook"), *args], cwd=REPO, env=env, capture_output=True, text=True
-    , check=False)
+        [os.path.join(BIN, "ansible-playbook"), *args], cwd=REPO, env=env, capture_output=True, text=True,
+        check=False)
     if check:
         assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     return proc

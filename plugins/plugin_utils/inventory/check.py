@@ -191,7 +191,7 @@ class InventoryCheck:
         """A node belongs to exactly one cluster: no two groups of a node naming different clusters, and no node
         in the group named like a cluster it is not in."""
         for host in self.hosts:
-            settings = [(g, v) for g, v in self.origins.groups_setting(host, "slime_cluster")]
+            settings = list(self.origins.groups_setting(host, "slime_cluster"))
             names = {str(v) for _g, v in settings}
             if len(names) > 1:
                 self.add("slime_cluster", "the node is in groups that name different clusters (%s); Ansible would "
@@ -270,7 +270,7 @@ class InventoryCheck:
                         entries.append((cluster["name"], head, kind, label, path, host_path(path, volumes)))
                 if self.good(head, "container_enabled", True) is True:
                     for volume in self.good(head, "container_run_volumes") or []:
-                        side = str(volume).split(":")[0]
+                        side = str(volume).split(":", 1)[0]
                         entries.append((cluster["name"], head, "run", "container_run_volumes", volume, side))
             self.compare_on_storage(storage["name"], entries)
 

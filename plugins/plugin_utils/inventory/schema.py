@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ipaddress
+import math
 import posixpath
 import re
 
@@ -40,7 +41,7 @@ def is_number(value):
     if isinstance(value, bool):
         return False
     if isinstance(value, (int, float)):
-        return value == value and value not in (float("inf"), float("-inf"))
+        return not isinstance(value, float) or math.isfinite(value)
     return isinstance(value, str) and FLOAT_RE.fullmatch(value) is not None
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import datetime
 import json
+import math
 import re
 import shlex
 
@@ -57,7 +58,7 @@ def metric(value):
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
-        if value != value:
+        if isinstance(value, float) and math.isnan(value):
             return "nan"
         if value in (float("inf"), float("-inf")):
             return "inf" if value > 0 else "-inf"

@@ -50,7 +50,9 @@ def safetensors_bytes(tensors, pad=True):
     return struct.pack("<Q", len(blob)) + blob + bytes(range(256)) * (offset // 256) + bytes(offset % 256)
 
 
-def make_model(root, shards=SHARDS, config=QWEN3_8B_CONFIG, index=True):
+def make_model(root, shards=None, config=None, index=True):
+    shards = SHARDS if shards is None else shards
+    config = QWEN3_8B_CONFIG if config is None else config
     os.makedirs(root, exist_ok=True)
     with open(os.path.join(root, "config.json"), "w") as handle:
         json.dump(config, handle)

@@ -284,7 +284,7 @@ def test_docker_ping_not_ok_and_not_required(run_module, node, engine):
 
 
 def test_connection_refused_socket(run_module, node, tmp_path):
-    path = tempfile.mktemp(prefix="dead", suffix=".sock", dir="/tmp")
+    path = os.path.join(tempfile.mkdtemp(prefix="dead", dir="/tmp"), "docker.sock")  # short: AF_UNIX's path limit
     dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     dead.bind(path)  # bound but never listening: connect() is refused
     try:
@@ -299,7 +299,7 @@ def test_connection_refused_socket(run_module, node, tmp_path):
         )
     finally:
         dead.close()
-        os.unlink(path)
+        shutil.rmtree(os.path.dirname(path))
 
 
 def test_musa_node_without_mthreads_runtime_is_warned(run_module, node, engine):

@@ -603,6 +603,7 @@ def handled_traceback():
     def post():
         raise ReadTimeout("timed out")
 
+    lines = []
     try:
         post()
     except ReadTimeout:
