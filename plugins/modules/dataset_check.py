@@ -2,6 +2,7 @@
 # Copyright: mtslime.posttrain contributors
 # Apache License 2.0
 from __future__ import annotations
+# pylint: disable=bad-string-format-type  # pylint infers None where each %d follows a test that it is a number
 
 DOCUMENTATION = r"""
 ---

@@ -16,6 +16,7 @@
 #   python3 agent.py manifest SRC [--piece-size N] > manifest.json    (pieces.py beside it)
 #   python3 agent.py run CONFIG.json
 from __future__ import annotations
+# pylint: disable=ansible-bad-function  # also a program (python3 FILE, outside any module): prints, exits
 
 import hmac
 import http.client
@@ -28,6 +29,7 @@ import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+# pylint: disable=unused-import  # Layout and describe: re-exported for the tests
 try:  # as a collection module_utils (the fanout module) ...
     from ansible_collections.mtslime.posttrain.plugins.module_utils.fanout.pieces import (  # noqa: F401
         PARTIAL_SUFFIX, PIECE_SIZE, STATE, FanoutError, Layout, Store, build_manifest, describe, load_state,
@@ -36,6 +38,7 @@ except ImportError:  # ... or as a plain script next to pieces.py
     from pieces import (  # noqa: F401
         PARTIAL_SUFFIX, PIECE_SIZE, STATE, FanoutError, Layout, Store, build_manifest, describe, load_state,
         piece_ok, save_state)
+# pylint: enable=unused-import
 
 
 def make_handler(store, token):

@@ -11,6 +11,7 @@ Standard library only, Python 3.6+, no import from the collection: it runs on it
 Usage: log_follower.py <dashboard_url> <submission_id> <output file> [interval seconds]
 """
 from __future__ import annotations
+# pylint: disable=ansible-bad-function  # also a program (python3 FILE, outside any module): prints, exits
 
 import json
 import re

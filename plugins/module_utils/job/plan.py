@@ -20,6 +20,8 @@ the experiment is active, or it finished), 4: refused (another training job hold
 Standard library only, Python 3.8+.
 """
 from __future__ import annotations
+# pylint: disable=bad-string-format-type  # pylint infers None where each %d follows a test that it is a number
+# pylint: disable=ansible-bad-function  # also a program (python3 FILE, outside any module): prints, exits
 
 import os
 import re

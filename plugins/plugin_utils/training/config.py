@@ -2,6 +2,7 @@
 # before anything runs. Each rule cites the source line it mirrors (docs/configuration.md lists them) and
 # returns Problems naming the variable, the value, the rule and the fix.
 from __future__ import annotations
+# pylint: disable=bad-string-format-type  # pylint infers None where each %d follows a test that it is a number
 
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.training import known_flags
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.inventory.problems import Problem
