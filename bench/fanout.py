@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Fan-out benchmark (a script, not a test): one artifact from a seed node to N node containers.
 
 Every node's outgoing link is shaped with tc tbf (--rate, default 200mbit; the seed's too; --burst defaults to

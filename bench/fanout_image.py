@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """What the image fan-out costs for a real-sized image: the seed's docker save, its manifest, the spread, the load.
 
 Runs tests/integration/playbooks/fanout_image_local.yml (the collection's playbooks/plays/fanout_image.yml and the
@@ -58,7 +58,7 @@ def task_seconds(run, prefix):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--nodes", type=int, default=4)
     parser.add_argument("--image", default="mtslime-test/node-base:current")
     args = parser.parse_args()

@@ -32,7 +32,7 @@ use chroot = no
 
 
 def _run(*argv, **kwargs):
-    result = subprocess.run(list(argv), text=True, capture_output=True, **kwargs)
+    result = subprocess.run(list(argv), text=True, capture_output=True, **kwargs, check=False)
     if result.returncode:
         raise SystemExit("bench: %s failed: %s" % (" ".join(argv[:3]), result.stderr.strip()[-500:]))
     return result
@@ -42,18 +42,20 @@ def image(base=BASE):
     """The tag of node-base + rsync, built when missing."""
     base_id = _run("docker", "image", "inspect", "-f", "{{.Id}}", base).stdout.strip().split(":")[-1]
     tag = "%s:%s" % (REPO_TAG, base_id[:12])
-    if subprocess.run(["docker", "image", "inspect", tag], capture_output=True).returncode == 0:
+    if subprocess.run(["docker", "image", "inspect", tag], capture_output=True, check=False).returncode == 0:
         return tag
     depends = [line.split(":", 1)[1].strip().strip("<>") for line in
                _run("apt-cache", "depends", "--important", "rsync").stdout.splitlines() if ":" in line]
     query = subprocess.run(["docker", "run", "--rm", "--network", "none", base, "dpkg-query", "-W",
-                            "-f", "${Package} ${db:Status-Status}\\n"] + depends, text=True, capture_output=True)
+                            "-f", "${Package} ${db:Status-Status}\\n"] + depends, text=True, capture_output=True,
+                           check=False)
     have = {line.split()[0] for line in query.stdout.splitlines() if line.endswith(" installed")}
     wanted = ["rsync"] + [name for name in depends if name not in have]
     work = tempfile.mkdtemp(prefix="mtslime-fanout-rsync-")
     cid = None
     try:
-        fetched = subprocess.run(["apt-get", "download"] + wanted, cwd=work, text=True, capture_output=True)
+        fetched = subprocess.run(["apt-get", "download"] + wanted, cwd=work, text=True, capture_output=True,
+                                 check=False)
         if fetched.returncode:
             raise SystemExit("bench: apt-get download %s failed (run apt-get update first?): %s" % (
                 " ".join(wanted), fetched.stderr.strip()[-300:]))
@@ -70,7 +72,7 @@ def image(base=BASE):
              cid, tag)
     finally:
         if cid:
-            subprocess.run(["docker", "rm", "-f", cid], capture_output=True)
+            subprocess.run(["docker", "rm", "-f", cid], capture_output=True, check=False)
         shutil.rmtree(work, ignore_errors=True)
     _run("docker", "run", "--rm", "--network", "none", tag, "rsync", "--version")
     print("bench: built %s (node-base + %s)" % (tag, ", ".join(wanted)), flush=True)
@@ -124,7 +126,7 @@ def spread(bed, seed, nodes, src, dest, shape):
         source = src if parent == 0 else dest
         url = "rsync://%s:%d/data/%s/" % (bed.ip(order[parent]), PORT, source[len("/data/"):].strip("/"))
         result = subprocess.run(["docker", "exec", order[k], "rsync", "-a", "--whole-file", "--mkpath", url,
-                                 dest + "/"], capture_output=True, text=True)
+                                 dest + "/"], capture_output=True, text=True, check=False)
         if result.returncode:
             errors.append("%s: %s" % (order[k], result.stderr.strip()[-300:]))
         finished[order[k]] = time.time() - start

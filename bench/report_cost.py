@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """What status.yml's report costs for a long run: reading every attempt's log on the node
 (module_utils/logs/metric_series.py, what the train_metrics module does) and drawing the picture on
 the controller (plugin_utils/report/plot.py), for the guide's 3000 rollouts.
@@ -61,7 +61,7 @@ def measure(directory, rollouts, noise):
     size1, lines1 = write_attempt(directory, "qwen3-8B-attempt-1", 1, half + 3, 0, noise, rng)
     size2, lines2 = write_attempt(directory, "qwen3-8B-attempt-2", half, rollouts, half - 1, noise, rng)
     print("logs: 2 attempts, %d rollouts, %.1f MiB, %d lines" % (rollouts, (size1 + size2) / 2.0 ** 20,
-                                                                  lines1 + lines2))
+                                                                 lines1 + lines2))
     start = time.monotonic()
     metrics = experiment_series(directory, "qwen3-8B", "qwen3-8B")
     read = time.monotonic() - start

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """What a no-op rerun of site.yml costs on a converged fleet of simulated nodes.
 
 For each fleet size N (default 1, 8, 32, 64) it builds an inventory of N nodes that are
@@ -202,7 +202,7 @@ def measure(size, shared):
             ports = json.load(handle)["nodes"]
         root = inventory(size, shared, ports)
         hosts = ["sim-%03d" % i for i in range(size)]
-        converge, _ = run(os.path.join(REPO, "site.yml"), root)
+        converge, dummy = run(os.path.join(REPO, "site.yml"), root)
         rerun, result = run(os.path.join(REPO, "site.yml"), root)
         if os.environ.get("BENCH_PROFILE"):
             print(result.stdout.read()[-6000 if os.environ["BENCH_PROFILE"] != "all" else -60000:])
@@ -211,7 +211,7 @@ def measure(size, shared):
             raise SystemExit("the rerun of %d nodes changed %s" % (size, changed))
         calls, per_role = module_calls(result, hosts)
         baseline, base_result = run(os.path.join(REPO, "bench", "noop8.yml"), root)
-        base_calls, _ = module_calls(base_result, hosts)
+        base_calls, dummy = module_calls(base_result, hosts)
         return {"nodes": size, "converge_s": round(converge, 1), "rerun_s": round(rerun, 1),
                 "calls_per_host": round(calls, 2), "per_role": per_role, "noop8_s": round(baseline, 1),
                 "noop8_calls_per_host": round(base_calls, 2), "ratio": round(rerun / baseline, 2),
@@ -228,7 +228,7 @@ def main():
     shared = fixtures()
     rows = []
     print("%6s %10s %10s %14s %10s %7s %10s %10s %9s" % ("nodes", "converge", "rerun", "calls/host", "noop8", "ratio",
-                                                       "rerun CPU", "noop8 CPU", "CPU ratio"))
+                                                         "rerun CPU", "noop8 CPU", "CPU ratio"))
     for size in sizes:
         row = measure(size, shared)
         rows.append(row)

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """What each way of reaching a training container on an SSH node costs, per module call.
 
 One SSH node (the ssh-node test image: sshd, sudo, the Docker CLI on this machine's engine) with a
@@ -60,7 +60,7 @@ def up():
     gid = str(os.stat("/var/run/docker.sock").st_gid)
     sh("docker", "exec", NODE, "sh", "-c", "getent group {0} >/dev/null || groupadd -g {0} docker; "
        "usermod -aG $(getent group {0} | cut -d: -f1) tester".format(gid))
-    for _ in range(50):
+    for dummy in range(50):
         if "OpenSSH" in sh("bash", "-c", "timeout 1 bash -c 'head -c 20 < /dev/tcp/%s/%d'" % (ADDRESS, PORT),
                            check=False).stdout:
             break
@@ -117,7 +117,7 @@ OPTIONS = {
 def play(calls):
     tasks = [{"name": "no-op %d" % i, "ansible.builtin.ping": {}} for i in range(calls)]
     tasks.append({"name": "a file transfer", "ansible.builtin.template": {"src": ROOT + "/t.j2", "dest": "/tmp/t.txt",
-                                                                       "mode": "0644"},
+                                                                          "mode": "0644"},
                   "ignore_errors": True, "register": "t"})
     tasks.append({"name": "result",
                   "ansible.builtin.debug": {"msg": "TRANSFER={{ 'ok' if t is succeeded else 'failed' }}"}})

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """What a no-op rerun of site.yml costs on a converged fleet of SSH nodes with training containers.
 
 N node containers of the ssh-node test image (sshd on port 2222, only the benchmark's key, the non-root
@@ -95,13 +95,13 @@ def up(size, shared):
         sh("docker", "exec", "-d", node_name(index), "python3", REPO + "/bench/ray/dashboard/fake_heads.py", "1",
            "/tmp/fake-heads.json")
     for index in range(size):
-        for _ in range(100):  # sshd answers
+        for dummy in range(100):  # sshd answers
             banner = sh("bash", "-c", "timeout 1 bash -c 'head -c 20 < /dev/tcp/%s%d/%d'" % (PREFIX, 11 + index, PORT),
                         check=False)
             if "OpenSSH" in banner.stdout:
                 break
             time.sleep(0.2)
-        for _ in range(100):
+        for dummy in range(100):
             found = sh("docker", "exec", node_name(index), "cat", "/tmp/fake-heads.json", check=False)
             if found.returncode == 0 and found.stdout:
                 ports.append(json.loads(found.stdout)["nodes"][0])
@@ -212,7 +212,7 @@ def measured(playbook, hosts, size, strategy):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("size", nargs="?", type=int, default=8)
     parser.add_argument("--strategy")
     args = parser.parse_args()
@@ -220,9 +220,9 @@ def main():
     try:
         ports = up(args.size, shared)
         hosts = inventory(args.size, shared, ports)
-        converge, _ = run(os.path.join(REPO, "site.yml"), args.strategy)
+        converge, dummy = run(os.path.join(REPO, "site.yml"), args.strategy)
         rerun, result, calls, connections, sessions = measured(os.path.join(REPO, "site.yml"), hosts, args.size,
-                                                                args.strategy)
+                                                               args.strategy)
         if os.environ.get("BENCH_PROFILE"):
             print(result.stdout.read()[-5000 if os.environ["BENCH_PROFILE"] != "all" else -60000:])
         changed = {h: c for h, c in (result.stats.get("changed") or {}).items() if c}
@@ -230,8 +230,7 @@ def main():
             raise SystemExit("the rerun changed %s" % changed)
         bare, bare_result, bare_calls, bare_connections, bare_sessions = measured(
             os.path.join(REPO, "bench", "noop8.yml"), hosts, args.size, args.strategy)
-        inside, _, _, _, _ = measured(os.path.join(REPO, "bench", "noop8_container.yml"), hosts, args.size,
-                                      args.strategy)
+        inside = measured(os.path.join(REPO, "bench", "noop8_container.yml"), hosts, args.size, args.strategy)[0]
         row = {"nodes": args.size, "strategy": args.strategy or "linear", "converge_s": round(converge, 1),
                "rerun_s": round(rerun, 1), "rerun_calls_per_host": round(calls, 2),
                "rerun_connections_per_host": round(connections, 2), "rerun_sessions_per_host": round(sessions, 2),

@@ -61,7 +61,7 @@ def status(inventory, status_file=None, report=True, playbook=None, quiet=True):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("-i", "--inventory", default=os.path.join(REPO, "inventory"))
     parser.add_argument("--status-file", help="where status.yml writes the JSON (default: a temporary file)")
     parser.add_argument("--no-report", action="store_true", help="skip the pictures (--skip-tags report)")

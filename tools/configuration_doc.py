@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Write docs/configuration.md from the inventory schema (plugins/plugin_utils/inventory/variables.py): every variable,
 its type and range, its default (inventory/group_vars/all/*.yml, roles/*/defaults/main.yml), who reads it (the
 roles and playbooks that name it), and the rules between variables. `--check` compares instead of writing.
@@ -81,9 +81,8 @@ def table(vars_, found, texts):
     lines = ["| Variable | Type | Default | Scope | Read by | Notes |", "|---|---|---|---|---|---|"]
     for var in vars_:
         if var.name in found:
-            default = shown(found[var.name][0]) + " (%s)" % found[var.name][1].split("/")[-1 if
-                                                                                    "group_vars" in found[
-                                                                                        var.name][1] else 1]
+            source = found[var.name][1]
+            default = shown(found[var.name][0]) + " (%s)" % source.split("/")[-1 if "group_vars" in source else 1]
         elif var.has_default:
             default = shown(var.default) + " (role, pending)"
         else:
@@ -130,7 +129,7 @@ def render():
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args(argv)
     text = render()

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Regenerate plugins/plugin_utils/training/known_flags.json: every flag slime's train.py accepts, with the type
 its parser gives it, read off the parsers' source (no torch, no import of slime or Megatron).
 
@@ -429,7 +429,7 @@ def dump(data):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--slime-git", required=True, help="git directory of THUDM/slime")
     parser.add_argument("--megatron-git", required=True, help="git directory of NVIDIA/Megatron-LM")
     parser.add_argument("--output", default=OUTPUT)

@@ -21,7 +21,7 @@ description:
   - The collection's facts play sets the options below for its stage plays (C(slime_stage)); the node needs a
     Docker CLI and, for a user outside the C(docker) group, passwordless C(sudo) for it. The controller needs only
     the OpenSSH client.
-author: mtslime.posttrain contributors
+author: mtslime.posttrain contributors (!UNKNOWN)
 options:
   docker_container:
     description: Name or id of the container on the node.
@@ -143,4 +143,3 @@ class Connection(ssh.Connection):
     def fetch_file(self, in_path, out_path):
         self.set_option("ssh_transfer_method", "piped")
         return super().fetch_file(in_path, out_path)
-

@@ -3,6 +3,7 @@
 # unsafely anyway (an array name that is not a bash name, a switch given a string, a hostfile address
 # that is not an IP).
 from __future__ import annotations
+# pylint: disable=bad-string-format-type  # pylint infers None where each %d follows a test that it is a number
 
 import os
 import re

@@ -47,7 +47,7 @@ extends_documentation_fragment:
   - mtslime.posttrain.attributes
   - mtslime.posttrain.attributes.INFO_MODULE
 author:
-  - mtslime.posttrain contributors
+  - mtslime.posttrain contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -162,7 +162,7 @@ def read_status(status_file):
 
 def wrapper_alive(jid, proc="/proc"):
     """Whether an async_wrapper process of job `jid` runs (its argv holds the job id's first part)."""
-    prefix = str(jid).split(".")[0]
+    prefix = str(jid).split(".", 1)[0]
     try:
         pids = [name for name in os.listdir(proc) if name.isdigit()]
     except OSError:
@@ -204,7 +204,7 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    status_file = os.path.join(os.path.expanduser(params["async_dir"]), params["jid"])
+    status_file = os.path.join(params["async_dir"], params["jid"])
     if not os.path.exists(status_file):
         module.fail_json(
             msg="async_progress: no status file %s for job %s; the task was not started with async on this host, "

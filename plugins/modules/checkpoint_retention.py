@@ -69,7 +69,7 @@ attributes:
 seealso:
   - module: mtslime.posttrain.mcore_checkpoint
 author:
-  - mtslime.posttrain contributors
+  - mtslime.posttrain contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

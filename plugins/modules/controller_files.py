@@ -41,7 +41,7 @@ extends_documentation_fragment:
   - mtslime.posttrain.attributes
   - mtslime.posttrain.attributes.CONTROLLER_ACTION
 author:
-  - mtslime.posttrain contributors
+  - mtslime.posttrain contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -2,6 +2,7 @@
 # Copyright: mtslime.posttrain contributors
 # Apache License 2.0
 from __future__ import annotations
+# pylint: disable=bad-string-format-type  # pylint infers None where each %d follows a test that it is a number
 
 DOCUMENTATION = r"""
 ---
@@ -59,7 +60,7 @@ extends_documentation_fragment:
   - mtslime.posttrain.attributes
   - mtslime.posttrain.attributes.INFO_MODULE
 author:
-  - mtslime.posttrain contributors
+  - mtslime.posttrain contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -141,6 +142,7 @@ problems:
 """
 
 import json
+import math
 import os
 import re
 
@@ -224,7 +226,7 @@ def label_problem(value, reward_type):
         return "bad-label", kind_of(value)
     if isinstance(value, str) and not value.strip():
         return "bad-label", "an empty string"
-    if isinstance(value, float) and value != value:
+    if isinstance(value, float) and math.isnan(value):
         return "bad-label", "NaN"
     return None
 
@@ -482,8 +484,8 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             files=dict(type="list", elements="raw", required=True),
-            input_key=dict(type="str", default="prompt"),
-            label_key=dict(type="str", default="reward_model"),
+            input_key=dict(type="str", default="prompt", no_log=False),
+            label_key=dict(type="str", default="reward_model", no_log=False),
             reward_type=dict(type="str", default="zero2one"),
             min_rows=dict(type="int", default=1),
             fingerprint=dict(type="bool", default=True),

@@ -100,7 +100,7 @@ attributes:
     support: full
     details: A node whose copy is recorded with the manifest's id is reported unchanged by C(probe).
 author:
-  - mtslime.posttrain contributors
+  - mtslime.posttrain contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -300,7 +300,7 @@ def do_spread(module, p, manifest):
             actions.append("moved the copy that was there to %s" % result["moved_aside"])
     if result.get("served"):
         actions.append("served %d bytes to %s" % (result["served"], ", ".join(result.get("children_done", [])) or
-                                                   "children that did not finish"))
+                                                  "children that did not finish"))
     module.exit_json(changed=p["role"] == "pull", id=manifest["id"], total=manifest["total"],
                      actions=actions, **{k: v for k, v in result.items() if k != "manifest"})
 

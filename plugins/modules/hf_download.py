@@ -83,7 +83,7 @@ attributes:
   idempotent:
     support: full
 author:
-  - mtslime.posttrain contributors
+  - mtslime.posttrain contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

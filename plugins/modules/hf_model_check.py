@@ -70,7 +70,7 @@ extends_documentation_fragment:
   - mtslime.posttrain.attributes
   - mtslime.posttrain.attributes.INFO_MODULE
 author:
-  - mtslime.posttrain contributors
+  - mtslime.posttrain contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -350,8 +350,8 @@ def check_shard(path, name, listed, problems):
     if bad:
         ok = False
         problems.append("%s has a corrupt header: %s%s; %s" % (name, "; ".join(bad[:3]),
-                                                             " and %d more" % (len(bad) - 3) if len(bad) > 3 else "",
-                                                             REDOWNLOAD))
+                                                               " and %d more" % (len(bad) - 3) if len(bad) > 3 else "",
+                                                               REDOWNLOAD))
     expected = 8 + length + end_max
     if size < expected:
         ok = False
@@ -447,7 +447,7 @@ def main():
         argument_spec=dict(
             path=dict(type="path", required=True),
             model_args=dict(type="dict"),
-            tokenizer_files=dict(type="list", elements="str"),
+            tokenizer_files=dict(type="list", elements="str", no_log=False),
             sha256_manifest=dict(type="raw"),
             hash_workers=dict(type="int", default=4),
             require_index=dict(type="bool"),

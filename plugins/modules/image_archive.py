@@ -47,7 +47,7 @@ attributes:
     support: full
     details: An archive that holds the image's ID under its name is kept.
 author:
-  - mtslime.posttrain contributors
+  - mtslime.posttrain contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -148,6 +148,7 @@ def do_saved(module, path, image):
     if module.check_mode:
         module.exit_json(changed=True, image_id=image_id, ids=[], repo_tags=[], size=size_of(path),
                          moved_aside=None, actions=["would " + action])
+
     def run_save(temp):
         rc, _out, err = module.run_command([module.params["docker"], "save", "-o", temp, image])
         return rc, err

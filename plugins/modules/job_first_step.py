@@ -49,7 +49,7 @@ seealso:
   - module: mtslime.posttrain.ray_job
   - module: mtslime.posttrain.train_progress
 author:
-  - mtslime.posttrain contributors
+  - mtslime.posttrain contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

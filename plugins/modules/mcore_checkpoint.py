@@ -91,7 +91,7 @@ attributes:
 seealso:
   - module: mtslime.posttrain.convert_patch
 author:
-  - mtslime.posttrain contributors
+  - mtslime.posttrain contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -48,7 +48,7 @@ attributes:
     support: full
     details: Without O(src) there is nothing to do (C(changed=false)).
 author:
-  - mtslime.posttrain contributors
+  - mtslime.posttrain contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

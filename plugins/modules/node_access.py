@@ -43,7 +43,7 @@ extends_documentation_fragment:
 seealso:
   - module: mtslime.posttrain.node_preflight
 author:
-  - mtslime.posttrain contributors
+  - mtslime.posttrain contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

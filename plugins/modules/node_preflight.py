@@ -174,7 +174,7 @@ notes:
 seealso:
   - module: mtslime.posttrain.ray_start
 author:
-  - mtslime.posttrain contributors
+  - mtslime.posttrain contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -54,7 +54,7 @@ extends_documentation_fragment:
 seealso:
   - module: mtslime.posttrain.ray_job
 author:
-  - mtslime.posttrain contributors
+  - mtslime.posttrain contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

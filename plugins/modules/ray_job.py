@@ -189,7 +189,7 @@ seealso:
   - module: mtslime.posttrain.train_progress
   - module: mtslime.posttrain.mcore_checkpoint
 author:
-  - mtslime.posttrain contributors
+  - mtslime.posttrain contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -480,7 +480,7 @@ def validate(params):
             run_files.parse_mode(item.get("mode"), "files[%d] (%s)" % (index, item["path"]))
         except ValueError as exc:
             problems.append(str(exc))
-        if not os.path.isabs(os.path.expanduser(item["path"])):
+        if not os.path.isabs(item["path"]):
             problems.append("files[%d]: path %s is relative; give an absolute path" % (index, item["path"]))
     if params["manifest"] is not None and not params["manifest_dir"] and not params["files"]:
         problems.append(
@@ -618,7 +618,7 @@ def run(module, url, parts):
 
 
 def result_of(url, params, total, ours):
-    result = base_result(url, os.path.abspath(os.path.expanduser(params["log_file"])) if params["log_file"] else None)
+    result = base_result(url, os.path.abspath(params["log_file"]) if params["log_file"] else None)
     result.update(total["fields"])
     result["jobs"], result["active"] = experiment_jobs(ours, total["seen"])
     result["changed"] = total["changed"]

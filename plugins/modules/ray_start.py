@@ -101,7 +101,7 @@ seealso:
   - module: mtslime.posttrain.ray_cluster
   - module: mtslime.posttrain.node_preflight
 author:
-  - mtslime.posttrain contributors
+  - mtslime.posttrain contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -61,7 +61,7 @@ seealso:
   - module: mtslime.posttrain.train_progress
   - module: mtslime.posttrain.train_report
 author:
-  - mtslime.posttrain contributors
+  - mtslime.posttrain contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -206,7 +206,7 @@ def main():
     for name in ("model_name", "experiment"):
         if not params[name] or "/" in params[name]:
             problems.append("%s %r is not a file name stem; use the value of slime_%s" % (name, params[name], name))
-    log_dir = os.path.abspath(os.path.expanduser(params["log_dir"]))
+    log_dir = os.path.abspath(params["log_dir"])
     if not os.path.isdir(log_dir):
         problems.append(
             "log_dir %s is not a directory: no job of the experiment has logged yet, or slime_log_dir points "

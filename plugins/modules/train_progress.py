@@ -63,7 +63,7 @@ extends_documentation_fragment:
 seealso:
   - module: mtslime.posttrain.ray_job
 author:
-  - mtslime.posttrain contributors
+  - mtslime.posttrain contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -340,7 +340,7 @@ def main():
         module.fail_json(msg="train_progress: " + "; ".join(problems))
 
     if params["log_file"]:
-        path = os.path.abspath(os.path.expanduser(params["log_file"]))
+        path = os.path.abspath(params["log_file"])
         if not os.path.exists(path):
             module.fail_json(
                 msg="train_progress: log_file %s does not exist (yet): the job has not started, or its log follower "

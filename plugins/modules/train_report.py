@@ -83,7 +83,7 @@ seealso:
   - module: mtslime.posttrain.train_metrics
   - module: mtslime.posttrain.train_progress
 author:
-  - mtslime.posttrain contributors
+  - mtslime.posttrain contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

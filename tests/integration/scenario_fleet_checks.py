@@ -135,7 +135,7 @@ def _record(storage, path):
 def _digests(root, path):
     """{relative file: sha256} of the artifact at root/path (a file or a directory)."""
     top = os.path.join(root, path)
-    files = [top] if os.path.isfile(top) else [os.path.join(d, f) for d, _, names in os.walk(top) for f in names]
+    files = [top] if os.path.isfile(top) else [os.path.join(d, f) for d, dummy, names in os.walk(top) for f in names]
     out = {}
     for name in files:
         with open(name, "rb") as handle:
@@ -156,7 +156,7 @@ def _spread_results(run, host):
 
 
 def test_each_node_is_reached_only_as_its_inventory_says():
-    for node, (_, address, port, _, _) in NODES.items():
+    for node, (dummy, address, port, dummy, dummy) in NODES.items():
         if node == "fleet-node4":
             continue
         assert ssh(address, port, "true").returncode == 0, node
@@ -175,7 +175,7 @@ def test_each_node_is_reached_only_as_its_inventory_says():
 
 
 def test_every_stage_ran_inside_the_training_container_made_through_the_node():
-    for node, (node_container, _, _, training, _) in NODES.items():
+    for node, (node_container, dummy, dummy, training, dummy) in NODES.items():
         inspect = json.loads(docker("inspect", training).stdout)[0]
         node_id = json.loads(docker("inspect", node_container).stdout)[0]["Id"]
         assert inspect["HostConfig"]["NetworkMode"] in ("container:" + node_id, "container:" + node_container)
@@ -265,7 +265,7 @@ def test_a_rerun_makes_no_more_ssh_connections_than_module_calls():
 
 
 def _alias(node, **changes):
-    _, address, port, _, _ = NODES[node]
+    dummy, address, port, dummy, dummy = NODES[node]
     host = {"ansible_host": address, "ansible_port": port, "slime_node_ip": address,
             "ansible_ssh_common_args": "-o UserKnownHostsFile=%s -o ControlPath=none" % KNOWN_HOSTS}
     host.update(changes)

@@ -75,7 +75,7 @@ def test_ctrl_c_then_the_rerun_takes_the_lock_over_and_adopts_the_producer(tmp_p
     first = start(target, "-e", "fake_seconds=15")
     until(lambda: (holder(lock).get("doing_data") or {}).get("jid"), first)
     os.killpg(first.pid, signal.SIGINT)
-    code, _ = finish(first)
+    code, dummy = finish(first)
     assert code != 0 and holder(lock), "the interrupted run leaves its lock behind"
     began = time.time()
     code, text = finish(start(target))
@@ -93,9 +93,9 @@ def test_two_runs_together_one_produces_the_other_waits_and_verifies(tmp_path):
     target = tmp_path / "artifact"
     runs = [start(target, "-e", "fake_seconds=8"), start(target, "-e", "fake_seconds=8")]
     results = [finish(run) for run in runs]
-    assert [code for code, _ in results] == [0, 0], [text[-2000:] for _, text in results]
+    assert [code for code, dummy in results] == [0, 0], [text[-2000:] for dummy, text in results]
     assert starts(target) == 1, "one producer in all"
-    waited = [text for _, text in results if "another run finished it while this one waited for the lock" in text]
+    waited = [text for dummy, text in results if "another run finished it while this one waited for the lock" in text]
     assert len(waited) == 1
     assert ("waiting for the lock %s.lock: held by run" % target) in waited[0]
     assert "doing: preparing the fake artifact" in waited[0] and "its process" in waited[0]

@@ -55,8 +55,8 @@ def jobs_api():
 def run_playbook(*args, check=True):
     env = dict(os.environ, PATH=BIN + os.pathsep + os.environ["PATH"], ANSIBLE_FORCE_COLOR="0")
     proc = subprocess.run(
-        [os.path.join(BIN, "ansible-playbook"), *args], cwd=REPO, env=env, capture_output=True, text=True
-    )
+        [os.path.join(BIN, "ansible-playbook"), *args], cwd=REPO, env=env, capture_output=True, text=True,
+        check=False)
     if check:
         assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     return proc
@@ -78,7 +78,7 @@ def submitted_args(node_dir, tmp_path):
     # /home/slime is not created on the test machine.
     script = "mkdir() { :; }; ln() { :; }; export -f mkdir ln; bash %s" % (node_dir / "run-qwen3-8B.sh")
     env = dict(os.environ, PATH="%s:%s" % (stubs, os.environ["PATH"]), RAY_ARGV_OUT=str(record))
-    proc = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, cwd=tmp_path)
+    proc = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, cwd=tmp_path, check=False)
     assert record.exists(), proc.stdout + proc.stderr
     argv = json.loads(record.read_text())
     return argv, proc
@@ -139,7 +139,7 @@ def test_rendered_script_passes_shellcheck_and_bash_n(tmp_path, jobs_api):
     subprocess.run(["bash", "-n", script], check=True)
     if shutil.which("shellcheck") is None:
         pytest.fail("shellcheck is not installed (apt-get install shellcheck)")
-    proc = subprocess.run(["shellcheck", script], capture_output=True, text=True)
+    proc = subprocess.run(["shellcheck", script], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout
 
 
@@ -181,7 +181,7 @@ def test_script_refuses_a_second_job_of_the_experiment(tmp_path, jobs_api):
         (stubs / "ray").chmod(0o755)
         script = "mkdir() { :; }; ln() { :; }; export -f mkdir ln; bash %s" % (node / "run-qwen3-8B.sh")
         env = dict(os.environ, PATH="%s:%s" % (stubs, os.environ["PATH"]))
-        proc = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True)
+        proc = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, check=False)
     finally:
         JobsApi.jobs = []
     assert proc.returncode == 1

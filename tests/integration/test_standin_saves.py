@@ -38,7 +38,7 @@ def train(bed, *extra, **knobs):
     argv = [sys.executable, TRAIN, "--hf-checkpoint", str(bed / "hf"), "--prompt-data", str(bed / "prompts.jsonl"),
             "--rollout-batch-size", "4", "--actor-num-gpus-per-node", "4", "--tensor-model-parallel-size", "2",
             "--load", save, "--save", save] + list(extra)
-    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120, check=False)
 
 
 def iter_dir(bed, iteration):
@@ -170,7 +170,8 @@ def convert(tmp_path, save, **env_extra):
               '--use-cpu-initialization')
     torchrun = os.path.join(ROOTFS, "usr", "local", "bin", "torchrun")
     return subprocess.run(["bash", "-c", script, sys.executable, torchrun, str(model), str(save)],
-                          cwd=os.path.join(home, "slime"), env=env, capture_output=True, text=True, timeout=120)
+                          cwd=os.path.join(home, "slime"), env=env, capture_output=True, text=True, timeout=120,
+                          check=False)
 
 
 @pytest.mark.parametrize("common_pt", ["1", "0"])

@@ -59,16 +59,16 @@ def host_values(hosts, per_host=None, groups=None):
     raw = {}
     for host in hosts:
         raw[host] = dict(defaults(), inventory_hostname=host, inventory_dir=os.path.join(REPO,
-                                                                                                        "inventory"))
+                                                                                         "inventory"))
         raw[host].update(copy.deepcopy(per_host.get(host, {})))
     layout = {h: {k: raw[h].get(k) for k in ("slime_cluster", "slime_storage", "slime_node_ip", "ansible_host",
-                                              "slime_gpus_per_node")} for h in hosts}
+                                             "slime_gpus_per_node")} for h in hosts}
     clusters = topology.clusters(layout, hosts, groups or {})
     result = {}
     for host in hosts:
         context = dict(raw[host], slime_cluster_info=clusters[topology.cluster_of(host, layout[host])])
         values = raw[host]
-        for _ in range(6):  # templates that use templated values
+        for dummy in range(6):  # templates that use templated values
             rendered = {k: _render(env, v, dict(context, **values)) for k, v in values.items()}
             if rendered == values:
                 break

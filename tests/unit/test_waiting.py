@@ -18,7 +18,7 @@ def make(results, say_every=30):
 
 
 def test_done_at_once_says_nothing():
-    waiter, said, calls, _ = make([{"done": True}])
+    waiter, said, calls, dummy = make([{"done": True}])
     result, waited, timed_out = waiter.until("m", {}, lambda r: r["done"], lambda r: "x", timeout=60, interval=5)
     assert result == {"done": True} and not timed_out and said == [] and len(calls) == 1
 
@@ -41,7 +41,7 @@ def test_timeout_returns_the_last_result():
 
 
 def test_failed_result_stops_the_wait():
-    waiter, said, calls, _ = make([{"done": False}, {"failed": True, "msg": "boom"}])
+    waiter, said, calls, dummy = make([{"done": False}, {"failed": True, "msg": "boom"}])
     result, waited, timed_out = waiter.until("m", {}, lambda r: r.get("done"), lambda r: "x", 60, 5)
     assert result["failed"] and not timed_out and len(calls) == 2
 

@@ -24,13 +24,13 @@ from fake_ray import FakeGcs, FakeRay, node  # noqa: E402
 def main():
     count, out = int(sys.argv[1]), sys.argv[2]
     servers = []
-    for _ in range(count):
+    for dummy in range(count):
         servers.append((FakeRay(nodes=[node("127.0.0.1", head=True)], start_after=0), FakeGcs()))
     with open(out + ".tmp", "w") as handle:
         json.dump({"nodes": [{"dashboard_port": int(ray.url.rsplit(":", 1)[1]), "gcs_port": gcs.port}
                              for ray, gcs in servers]}, handle)
     os.replace(out + ".tmp", out)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    signal.signal(signal.SIGTERM, lambda *dummy: sys.exit(0))
     while True:
         time.sleep(3600)
 

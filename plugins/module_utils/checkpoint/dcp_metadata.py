@@ -132,7 +132,7 @@ def storage_extents(root):
                 raise MetadataError(
                     "%s names the shard %r, which is not a file inside the checkpoint" % (METADATA_FILE, relative))
             checked.add(relative)
-        if type(offset) is not int or type(length) is not int or offset < 0 or length < 0:
+        if any(not isinstance(n, int) or isinstance(n, bool) or n < 0 for n in (offset, length)):
             raise MetadataError("%s: %s has offset %r and length %r" % (METADATA_FILE, relative, offset, length))
         end = offset + length
         if end > extents.get(relative, -1):

@@ -405,4 +405,3 @@ def read_conversion_record(path):
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
-

@@ -210,7 +210,7 @@ def describe_actions(plan: ResumePlan, check_mode: bool = False) -> List[str]:
                for m in plan["moves"]]
     if plan["tracker"] and plan["tracker"]["after"] is not None:
         actions.append("%s %s/%s: %s" % ("would write" if check_mode else "write", plan["save_dir"], layout.TRACKER,
-                                          plan["tracker"]["after"]))
+                                         plan["tracker"]["after"]))
     return actions
 
 

@@ -165,7 +165,7 @@ def apply(facts, prune, mode, trash_dir, check_mode=False, now=None):
     if mode == "delete":
         for iteration in prune:
             paths = [os.path.join(facts["save_dir"], layout.iter_dirname(iteration)), _data_state(facts["save_dir"],
-                                                                                                iteration)]
+                                                                                                  iteration)]
             for path in filter(None, paths):
                 done["actions"].append("%sdelete %s (train_job_prune: delete)" % (would, path))
                 done["deleted"].append(path)

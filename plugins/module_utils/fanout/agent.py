@@ -16,6 +16,7 @@
 #   python3 agent.py manifest SRC [--piece-size N] > manifest.json    (pieces.py beside it)
 #   python3 agent.py run CONFIG.json
 from __future__ import annotations
+# pylint: disable=ansible-bad-function  # also a program (python3 FILE, outside any module): prints, exits
 
 import hmac
 import http.client
@@ -29,6 +30,7 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Dict, List
 
+# pylint: disable=unused-import  # Layout and describe: re-exported for the tests
 try:  # as a collection module_utils (the fanout module) ...
     from ansible_collections.mtslime.posttrain.plugins.module_utils.fanout.pieces import (  # noqa: F401
         PARTIAL_SUFFIX, PIECE_SIZE, STATE, FanoutError, Layout, Store, build_manifest, describe, load_state,
@@ -37,6 +39,7 @@ except ImportError:  # ... or as a plain script next to pieces.py
     from pieces import (  # noqa: F401
         PARTIAL_SUFFIX, PIECE_SIZE, STATE, FanoutError, Layout, Store, build_manifest, describe, load_state,
         piece_ok, save_state)
+# pylint: enable=unused-import
 
 
 def make_handler(store, token):
@@ -314,7 +317,7 @@ def pull(store, partial, upstreams, deadline, progress, stall_timeout=120.0, wai
     if refused is not None:
         state.refused = refused  # shared with the heartbeat, which then spares them
     lanes = [upstreams] + [[Upstream(u.name, "http://%s:%d" % (u.host, u.port), u.token, u.timeout)
-                            for u in upstreams] for _ in range(max(1, streams) - 1)]
+                            for u in upstreams] for dummy in range(max(1, streams) - 1)]
     threads = [threading.Thread(target=_stream, args=(store, state, lane, wait, parent_patience, progress),
                                 daemon=True) for lane in lanes]
     for thread in threads:

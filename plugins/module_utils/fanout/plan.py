@@ -101,7 +101,7 @@ def plan(storages: Sequence[Mapping[str, Any]], holders: Iterable[str] = (),
         seeds = [{"name": external_seed.get("name", "controller"), "node": external_seed.get("name", "controller"),
                   "address": external_seed["address"]}]
     count = min(len(seeds), max_chains or len(seeds), len(lacking))
-    chains: List[List[str]] = [[] for _ in range(count)]
+    chains: List[List[str]] = [[] for dummy in range(count)]
     for index, entry in enumerate(lacking):
         chains[index % count].append(entry["name"])
 

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: mtslime.posttrain contributors
 # Apache License 2.0
 """mtslime.posttrain log follower: copies a Ray job's log into a file, ANSI codes removed.
@@ -12,6 +11,7 @@ Standard library only, Python 3.6+, no import from the collection: it runs on it
 Usage: log_follower.py <dashboard_url> <submission_id> <output file> [interval seconds]
 """
 from __future__ import annotations
+# pylint: disable=ansible-bad-function  # also a program (python3 FILE, outside any module): prints, exits
 
 import json
 import re
@@ -75,7 +75,7 @@ def follow(dashboard, handle, interval=5.0, max_failures=MAX_FAILURES, sleep=tim
         except urllib.error.HTTPError as exc:
             if exc.code == 404:
                 handle.write("[%s: job %s is not known to %s]\n" % (name, urllib.parse.unquote(dashboard.quoted),
-                                                                     dashboard.url))
+                                                                    dashboard.url))
                 handle.flush()
                 return 1
             failures += 1

@@ -6,6 +6,7 @@
 The follower is the guide's pipeline (`ray job logs <id> -f | sed ...`) when the ray CLI and sed
 are on PATH, else log_follower.py (copied next to the log from the module's own files)."""
 from __future__ import annotations
+# pylint: disable=bad-string-format-type  # pylint infers None where each %d follows a test that it is a number
 
 import os
 import re

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: mtslime.posttrain contributors
 # Apache License 2.0
 """The job's plan, decided in one place: from Ray's job list, the node's own records and the save
@@ -21,6 +20,8 @@ the experiment is active, or it finished), 4: refused (another training job hold
 Standard library only, Python 3.8+ (TypedDict from typing, no typing_extensions on the nodes).
 """
 from __future__ import annotations
+# pylint: disable=bad-string-format-type  # pylint infers None where each %d follows a test that it is a number
+# pylint: disable=ansible-bad-function  # also a program (python3 FILE, outside any module): prints, exits
 
 import os
 import re

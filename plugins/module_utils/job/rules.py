@@ -9,6 +9,7 @@
 #   python3 rules.py active <dashboard_url> [<experiment>]
 # prints the submission ids of the active jobs (of <experiment>, else all) as JSON.
 from __future__ import annotations
+# pylint: disable=ansible-bad-function  # also a program (python3 FILE, outside any module): prints, exits
 
 import json
 import re

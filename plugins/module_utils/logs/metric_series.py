@@ -116,7 +116,7 @@ def attempt_logs(log_dir, model_name, experiment, submission_ids=None):
     # Hand-named jobs go before the first numbered attempt that started after them.
     for when, sid, path in dated:
         at = len(ordered)
-        for index, (_, number, other) in enumerate(ordered):
+        for index, (dummy, number, other) in enumerate(ordered):
             if number is None:
                 continue
             started = _first_timestamp(other)

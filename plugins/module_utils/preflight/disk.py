@@ -124,7 +124,6 @@ def check_disk(items):
     return failures, dict(ok=not failures, detail=detail, items=rows)
 
 
-
 def check_shm(shm, proc=PROC):
     warnings = []
     failures = []
@@ -156,4 +155,3 @@ def check_shm(shm, proc=PROC):
         )
         return failures, warnings, dict(ok=False, detail="shm larger than RAM", **info)
     return failures, warnings, dict(ok=True, detail="%s of %s RAM" % (human_bytes(size), human_bytes(total)), **info)
-

@@ -50,7 +50,7 @@ def docker_connection(address, timeout=DOCKER_TIMEOUT):
 
 
 def docker_get(address, path, timeout=DOCKER_TIMEOUT):
-    conn, _ = docker_connection(address, timeout)
+    conn, dummy = docker_connection(address, timeout)
     try:
         conn.request("GET", path, headers={"Host": "docker"})
         response = conn.getresponse()
@@ -86,7 +86,7 @@ def check_docker(docker):
 def check_engine(docker):
     address = docker.get("socket") or "unix:///var/run/docker.sock"
     try:
-        _, where = docker_connection(address)
+        dummy, where = docker_connection(address)
     except ValueError:
         return [
             "Docker engine address %r is neither unix:///path nor tcp://host:port; fix docker.socket" % address
@@ -138,4 +138,3 @@ def check_engine(docker):
     except (OSError, ValueError, http.client.HTTPException):
         pass
     return [], info
-

@@ -115,4 +115,3 @@ def check_ports(items, proc=PROC):
         )
     detail = "%d of %d port%s busy" % (busy, len(rows), "" if len(rows) == 1 else "s")
     return failures, dict(ok=not failures, detail=detail, items=rows)
-

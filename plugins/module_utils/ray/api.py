@@ -37,6 +37,7 @@ from urllib.error import HTTPError
 from urllib.parse import quote, urlparse
 
 # the one rule for job states (job/rules.py); the working_dir package is package.py, re-exported here
+# pylint: disable=unused-import
 from ansible_collections.mtslime.posttrain.plugins.module_utils.job.rules import ACTIVE, TERMINAL  # noqa: E402,F401
 from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.errors import RayApiError  # noqa: E402
 from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.package import (  # noqa: E402,F401
@@ -48,6 +49,7 @@ from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.package impo
     is_local_working_dir,
     split_package_uri,
 )
+# pylint: enable=unused-import
 
 from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.common import (  # noqa: E402
     DASHBOARD_PORT,
@@ -94,7 +96,7 @@ def normalize_url(url):
     if not parsed.hostname:
         raise ValueError("dashboard_url %r has no host" % url)
     try:
-        _ = parsed.port  # urllib parses the port lazily
+        dummy = parsed.port  # urllib parses the port lazily
     except ValueError:
         raise ValueError("dashboard_url %r has an invalid port" % url) from None
     return url.rstrip("/")

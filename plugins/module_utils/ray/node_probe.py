@@ -23,7 +23,7 @@ def recorded_address(path=RAY_CLUSTER_FILE):
 
 def answers(address, timeout=3.0):
     """Whether `host:port` accepts a TCP connection."""
-    host, _, port = address.rpartition(":")
+    host, dummy, port = address.rpartition(":")
     if not host or not port.isdigit():
         return False
     try:

@@ -97,7 +97,7 @@ def access_problem(result, node):
         wrapper = container_exec.Wrapper(container="-", sudo=bool(docker.get("sudo")))
         advice = wrapper.problem(docker.get("rc", 1), docker.get("stdout", ""), docker.get("stderr", "")) or (
             "`%s` failed with rc %s: %s" % (" ".join(docker.get("cmd") or []), docker.get("rc"),
-                                           " ".join(str(docker.get("stderr") or "").split())[:300]))
+                                            " ".join(str(docker.get("stderr") or "").split())[:300]))
         return ("%s (%s): the training container is managed through the node's Docker as %s%s, which fails: %s"
                 % (name, where, result.get("user") or node.get("user") or "the login user",
                    " with sudo -n (container_docker_sudo)" if docker.get("sudo") else "", advice))

@@ -118,7 +118,7 @@ class InventoryCheck:
     def layout(self):
         """Clusters and storages from the values that passed their checks."""
         nodes = {h: {k: self.good(h, k) for k in ("slime_cluster", "slime_storage", "slime_node_ip",
-                                                   "ansible_host", "ansible_default_ipv4", "slime_gpus_per_node")}
+                                                  "ansible_host", "ansible_default_ipv4", "slime_gpus_per_node")}
                  for h in self.hosts}
         self.clusters = topology.clusters(nodes, self.hosts, self.groups)
         self.storages = topology.storages(nodes, self.hosts)
@@ -191,7 +191,7 @@ class InventoryCheck:
         """A node belongs to exactly one cluster: no two groups of a node naming different clusters, and no node
         in the group named like a cluster it is not in."""
         for host in self.hosts:
-            settings = [(g, v) for g, v in self.origins.groups_setting(host, "slime_cluster")]
+            settings = list(self.origins.groups_setting(host, "slime_cluster"))
             names = {str(v) for _g, v in settings}
             if len(names) > 1:
                 self.add("slime_cluster", "the node is in groups that name different clusters (%s); Ansible would "
@@ -270,7 +270,7 @@ class InventoryCheck:
                         entries.append((cluster["name"], head, kind, label, path, host_path(path, volumes)))
                 if self.good(head, "container_enabled", True) is True:
                     for volume in self.good(head, "container_run_volumes") or []:
-                        side = str(volume).split(":")[0]
+                        side = str(volume).split(":", 1)[0]
                         entries.append((cluster["name"], head, "run", "container_run_volumes", volume, side))
             self.compare_on_storage(storage["name"], entries)
 
@@ -296,7 +296,7 @@ class InventoryCheck:
             first = min(group, key=lambda e: (e[2] in ARTIFACTS, e[0]))
             if len(kinds) == 1:
                 uses = "clusters %s all use it as their %s (%s)" % (", ".join(clusters), CLASS_NAMES[first[2]],
-                                                                   ", ".join(sorted({e[3] for e in group})))
+                                                                    ", ".join(sorted({e[3] for e in group})))
             else:
                 uses = "it is " + ", ".join(sorted({"cluster %s's %s (%s)" % (e[0], CLASS_NAMES[e[2]], e[3])
                                                     for e in group}))

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ipaddress
+import math
 import re
 
 from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.common import DASHBOARD_PORT
@@ -41,7 +42,7 @@ def is_number(value):
     if isinstance(value, bool):
         return False
     if isinstance(value, (int, float)):
-        return value == value and value not in (float("inf"), float("-inf"))
+        return not isinstance(value, float) or math.isfinite(value)
     return isinstance(value, str) and FLOAT_RE.fullmatch(value) is not None
 
 
@@ -323,7 +324,7 @@ class List(Type):
 
     def fix(self, name):
         return "make %s a YAML list (lines starting with '- ') of %s" % (name, self.elements.doc if self.elements
-                                                                          else "values")
+                                                                         else "values")
 
     def __init__(self, elements=None, min_items=0):
         self.elements, self.min_items = elements, min_items

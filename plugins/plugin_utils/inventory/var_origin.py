@@ -122,7 +122,7 @@ class Origins:
             if group is not None and group[1] != raw:
                 group_where = file_and_line(group[1])
                 text += "; the group value (%s%s) is %s" % (group[0], ", %s" % group_where if group_where else "",
-                                                          short(group[1]))
+                                                            short(group[1]))
         return text
 
 

@@ -390,4 +390,6 @@ COMPUTED = frozenset(("slime_cluster_info", "slime_storage_info", "slime_topolog
                       "slime_stage", "slime_run_id", "slime_node_accelerator", "slime_accelerator_profile",
                       "slime_log_file", "slime_container_state", "slime_container_missing", "slime_job_files",
                       "slime_train_effective_args"))
-assert all(ENV_NAME_RE.fullmatch(v.name) for v in VARS)
+if not all(ENV_NAME_RE.fullmatch(v.name) for v in VARS):
+    raise ValueError("not a name of the form ENV_NAME_RE: %s"
+                     % ", ".join(v.name for v in VARS if not ENV_NAME_RE.fullmatch(v.name)))

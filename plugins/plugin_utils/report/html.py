@@ -128,7 +128,7 @@ def page(status, png, metrics, plot_info, title):
 
     parts.append("<h2>Last values</h2>")
     values = [["step", _e(last["step"])], ["rollout", _e(last["rollout"])], ["reward (rollout/raw_reward)",
-                                                                              _e(last["reward"])]]
+                                                                             _e(last["reward"])]]
     for key, value in sorted(last["pass_at_k"].items(), key=lambda kv: int(kv[0].split("@")[1])):
         values.append([key, _e(value)])
     for name, entry in sorted(last["eval"].items()):
@@ -158,7 +158,7 @@ def page(status, png, metrics, plot_info, title):
         ["complete iterations", _e(_iterations(checkpoint.get("complete_iterations")))],
         ["incomplete iterations", _e(_iterations(checkpoint.get("incomplete_iterations")))],
         ["data state", _e(checkpoint.get("dataset_state"))], ["message", _e(checkpoint.get("message") or
-                                                                                checkpoint.get("error"))],
+                                                                            checkpoint.get("error"))],
     ]))
 
     manifest = status.get("manifest") or {}

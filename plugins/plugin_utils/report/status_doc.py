@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import datetime
 import json
+import math
 import re
 import shlex
 
@@ -61,7 +62,7 @@ def metric(value):
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
-        if value != value:
+        if isinstance(value, float) and math.isnan(value):
             return "nan"
         if value in (float("inf"), float("-inf")):
             return "inf" if value > 0 else "-inf"
@@ -288,7 +289,7 @@ def summary_line(cluster):
     scores = " ".join("%s=%s" % (name, _num(entry["score"])) for name, entry in sorted(last["eval"].items()))
     parts.append("eval %s" % (scores or "-"))
     parts.append("tokens/s %s" % _num(last["throughput"].get("rollout_tokens_per_gpu_per_s",
-                                                              last["throughput"].get("train_tokens_per_s"))))
+                                                             last["throughput"].get("train_tokens_per_s"))))
     checkpoint = cluster["checkpoint"]
     if checkpoint.get("resume_iteration") is not None:
         parts.append("checkpoint %d" % checkpoint["resume_iteration"])

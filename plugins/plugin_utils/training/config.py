@@ -2,6 +2,7 @@
 # before anything runs. Each rule cites the source line it mirrors (docs/configuration.md lists them) and
 # returns Problems naming the variable, the value, the rule and the fix.
 from __future__ import annotations
+# pylint: disable=bad-string-format-type  # pylint infers None where each %d follows a test that it is a number
 
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.training import known_flags
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.inventory.problems import Problem
@@ -325,7 +326,7 @@ def rule_slime_dependencies(c):
         problems.append(c.problem(c.where("save-interval"), "--save-interval is set but --save is not",
                                   "set slime_save_dir", c.arg("save-interval")))
     # L1787: only one of kl_coef and kl_loss_coef.
-    if (as_number(c.arg("kl-coef")) or 0) and (as_number(c.arg("kl-loss-coef")) or 0):
+    if as_number(c.arg("kl-coef")) and as_number(c.arg("kl-loss-coef")):
         problems.append(c.problem(c.where("kl-coef"), "only one of --kl-coef and --kl-loss-coef may be non-zero",
                                   "set one of them to 0", c.arg("kl-coef")))
     # L1795-1796: --use-rollout-logprobs and --use-tis exclude each other.
@@ -333,7 +334,7 @@ def rule_slime_dependencies(c):
         problems.append(c.problem(c.where("use-rollout-logprobs"), "--use-rollout-logprobs and --use-tis cannot be "
                                   "set together (slime asserts it)", "drop one of them", True))
     # L1717-1719: a KL term loads the reference model from --ref-load.
-    if (c.arg("use-kl-loss") is True or (as_number(c.arg("kl-coef")) or 0)) and not c.arg("ref-load"):
+    if (c.arg("use-kl-loss") is True or as_number(c.arg("kl-coef"))) and not c.arg("ref-load"):
         problems.append(c.problem(c.where("use-kl-loss"), "a KL term (--use-kl-loss or --kl-coef) needs --ref-load",
                                   "keep ref-load (slime_mcore_dir) in slime_train_args.CKPT_ARGS", True))
     return problems

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Runs inside the training container: the guide's paths (§1.2 `ls -ld`) and the
 # accelerators it can see (`mthreads-gmi` / `nvidia-smi`, else torch). Prints JSON.
 smi=$1; shift

@@ -1,4 +1,4 @@
-#!/bin/bash
+#!/usr/bin/env bash
 # Runs inside the build container (host network): the packages, the Docker CLI, the login user.
 set -euo pipefail
 # shellcheck disable=SC1091

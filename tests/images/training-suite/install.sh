@@ -1,4 +1,4 @@
-#!/bin/bash
+#!/usr/bin/env bash
 # Runs inside the build container: copies tests/standins/rootfs/ over / and records versions.
 set -euo pipefail
 (cd /standins/rootfs && tar -c --owner=0 --group=0 --exclude=__pycache__ --exclude='*.pyc' .) | tar -x -C /

@@ -41,7 +41,7 @@ def job_down(how):
         request = urllib.request.Request(API + "/api/jobs/%s/stop" % job, b"", method="POST")
         urllib.request.urlopen(request, timeout=10).read()
     else:
-        now = wait(lambda: tracker(), what="the tracker")
+        now = wait(tracker, what="the tracker")
         control(crash_at_step=now + SAVE_INTERVAL + 1)  # after the next save, before the one after
     wait(lambda: next((j for j in ours() if j["submission_id"] == job and j["status"] in ("STOPPED", "FAILED")),
                       None), timeout=120, what="the job to end")

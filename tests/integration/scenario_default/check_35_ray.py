@@ -37,7 +37,11 @@ def test_taken_dashboard_port_is_refused_at_once_then_the_rerun_converges():
     # Detached; the shell writes its pid, then becomes the program (exec), so that pid is the program's.
     subprocess.run(["docker", "exec", "-d", "-w", "/tmp", CONTAINER, "bash", "-c",
                     "echo $$ > %s; exec python3 -m http.server %d --bind 127.0.0.1" % (PIDFILE, PORT)], check=True)
-    pid = wait(lambda: in_container("cat %s" % PIDFILE).stdout.strip(), timeout=30, what="the program's pid")
+
+    def pid_text():
+        return in_container("cat %s" % PIDFILE).stdout.strip()
+
+    pid = wait(pid_text, timeout=30, what="the program's pid")
     try:
         wait(serves_a_directory, timeout=30, what="the program on the dashboard port")
         begin = time.time()

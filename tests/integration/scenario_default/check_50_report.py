@@ -51,7 +51,7 @@ def test_save_interval_one_with_keep_three_keeps_three():
         assert all(a.startswith("would ") for a in guess["actions"]), guess
         assert set(_complete()) >= before, "check mode moves nothing"
         result = None
-        for _ in range(5):  # a save caught in progress blocks pruning; the next run prunes
+        for dummy in range(5):  # a save caught in progress blocks pruning; the next run prunes
             run = run_playbook("site.yml", INVENTORY, extravars=every)
             assert run.rc == 0, run.stdout[-3000:]
             result = next(r for r in run.results(RETENTION) if "kept" in r)

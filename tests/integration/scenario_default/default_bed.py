@@ -85,5 +85,6 @@ def manifests():
 
 
 def container_id():
-    found = subprocess.run(["docker", "inspect", "-f", "{{.Id}}", CONTAINER], capture_output=True, text=True)
+    found = subprocess.run(["docker", "inspect", "-f", "{{.Id}}", CONTAINER], capture_output=True, text=True,
+                           check=False)
     return found.stdout.strip()

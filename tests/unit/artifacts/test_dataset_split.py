@@ -144,7 +144,7 @@ def test_changes_redo_the_split(run_module, tmp_path, math_parquet, change):
         assert result["moved_to"][0].startswith(args["test_output"] + ".replaced-")
     else:
         assert "moved_to" not in result
-    again, _ = run_module(dataset_split, args)
+    again, dummy = run_module(dataset_split, args)
     assert not again["changed"]
 
 
@@ -157,7 +157,7 @@ def test_existing_identical_outputs_are_kept(run_module, tmp_path, math_parquet)
     # same pandas/pyarrow => same bytes: nothing is rewritten or moved, only the state is recorded
     assert len(kept) == 2 and "moved_to" not in result
     assert result["changed"] and result["actions"][-1].startswith("recorded the split")
-    again, _ = run_module(dataset_split, args)
+    again, dummy = run_module(dataset_split, args)
     assert not again["changed"]
 
 
@@ -169,7 +169,7 @@ def test_check_mode_writes_nothing(run_module, tmp_path, math_parquet):
     assert not os.path.exists(tmp_path / "out")
     assert any(a.startswith("would write %s" % args["train_output"]) for a in result["actions"])
     run_module(dataset_split, args)
-    result, _ = run_module(dataset_split, args, check_mode=True)
+    result, dummy = run_module(dataset_split, args, check_mode=True)
     assert not result["changed"]
 
 
@@ -197,7 +197,7 @@ def test_fail_no_data_source_column(run_module, tmp_path):
 
 def test_fail_no_matching_rows_lists_sources_by_count(run_module, tmp_path):
     path = str(tmp_path / "math.parquet")
-    sources = ["s%02d" % i for i in range(12) for _ in range(i + 1)]
+    sources = ["s%02d" % i for i in range(12) for dummy in range(i + 1)]
     pd.DataFrame({"data_source": sources}).to_parquet(path)
     result, failed = run_module(dataset_split, args_for(tmp_path, path))
     assert failed

@@ -50,7 +50,9 @@ def safetensors_bytes(tensors, pad=True):
     return struct.pack("<Q", len(blob)) + blob + bytes(range(256)) * (offset // 256) + bytes(offset % 256)
 
 
-def make_model(root, shards=SHARDS, config=QWEN3_8B_CONFIG, index=True):
+def make_model(root, shards=None, config=None, index=True):
+    shards = SHARDS if shards is None else shards
+    config = QWEN3_8B_CONFIG if config is None else config
     os.makedirs(root, exist_ok=True)
     with open(os.path.join(root, "config.json"), "w") as handle:
         json.dump(config, handle)
@@ -413,11 +415,11 @@ def test_fingerprint_identifies_config_and_weights(tmp_path, run_module):
     args = {"path": str(model)}
     first, failed = run_module(module, args)
     assert not failed and len(first["fingerprint"]) == 64
-    again, _ = run_module(module, args)
+    again, dummy = run_module(module, args)
     assert again["fingerprint"] == first["fingerprint"]
     shard(model / "model.safetensors", 5)
-    changed, _ = run_module(module, args)
+    changed, dummy = run_module(module, args)
     assert changed["fingerprint"] != first["fingerprint"]
     (model / "config.json").write_text(_json.dumps(dict(config, hidden_size=16)))
-    config_changed, _ = run_module(module, args)
+    config_changed, dummy = run_module(module, args)
     assert config_changed["fingerprint"] not in (first["fingerprint"], changed["fingerprint"])

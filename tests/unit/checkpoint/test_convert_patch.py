@@ -136,7 +136,7 @@ def test_v031_nccl_form(run_module, tmp_path):
     assert "".join(BLOCK) in after
     assert after.index("_musa_patch_path = ") < after.index("import torch\n")
     assert_compiles(after)
-    again, _ = run_module(module, {"path": path})
+    again, dummy = run_module(module, {"path": path})
     assert not again["changed"] and again["form"] == "nccl"
 
 
@@ -238,7 +238,7 @@ def test_torch_import_first_statement_and_one_line_call(run_module, tmp_path):
     assert "\n\nimport torch\n" in after
     assert "dist.init_process_group(backend='musa:mccl,cpu:gloo') # \"nccl\" # v0.1.0 style\n" in after
     assert_compiles(after)
-    again, _ = run_module(module, {"path": path})
+    again, dummy = run_module(module, {"path": path})
     assert not again["changed"]
 
 
@@ -257,7 +257,7 @@ def test_already_patched_is_unchanged(run_module, tmp_path):
 def test_second_run_is_unchanged(run_module, tmp_path):
     path = install(tmp_path, "mt_fork.py.txt")
     run_module(module, {"path": path})
-    result, _ = run_module(module, {"path": path})
+    result, dummy = run_module(module, {"path": path})
     assert not result["changed"]
 
 
@@ -284,7 +284,7 @@ def test_configured_backend_and_patch_path(run_module, tmp_path):
     after = read(path)
     assert "backend='mccl', # accelerator.process_group_backend()," in after
     assert '_musa_patch_path = os.environ.get("MUSA_PATCH_PATH", "/opt/musa_patch")' in after
-    result, _ = run_module(module, {"path": path})  # back to the defaults: only the two values change
+    result, dummy = run_module(module, {"path": path})  # back to the defaults: only the two values change
     assert result["changed"]
     assert read(path) == fixture("head_patched.py.txt")
 
@@ -392,7 +392,7 @@ def test_backup_kept_once(run_module, tmp_path):
     # someone edits the backup's source; a later update must not overwrite the backup
     with open(path, "w") as handle:
         handle.write(fixture("head_patched.py.txt").replace("'musa:mccl,cpu:gloo'", "'mccl'"))
-    result, _ = run_module(module, {"path": path})
+    result, dummy = run_module(module, {"path": path})
     assert result["changed"]
     assert read(path + ".orig") == fixture("head.py.txt")
     assert any("kept the existing backup" in a for a in result["actions"])
@@ -406,7 +406,7 @@ def test_backup_kept_once(run_module, tmp_path):
 
 def test_backup_false(run_module, tmp_path):
     path = install(tmp_path, "head.py.txt")
-    result, _ = run_module(module, {"path": path, "backup": False})
+    result, dummy = run_module(module, {"path": path, "backup": False})
     assert result["changed"] and result["backup_file"] is None
     assert not os.path.exists(path + ".orig")
 
@@ -414,7 +414,7 @@ def test_backup_false(run_module, tmp_path):
 def test_state_absent_restores(run_module, tmp_path):
     path = install(tmp_path, "mt_fork.py.txt", mode=0o755)
     run_module(module, {"path": path})
-    check, _ = run_module(module, {"path": path, "state": "absent"}, check_mode=True)
+    check, dummy = run_module(module, {"path": path, "state": "absent"}, check_mode=True)
     assert check["changed"] and read(path) != fixture("mt_fork.py.txt")
     result, failed = run_module(module, {"path": path, "state": "absent"}, diff=True)
     assert not failed and result["changed"]
@@ -422,7 +422,7 @@ def test_state_absent_restores(run_module, tmp_path):
     assert result["diff"]["after"] == fixture("mt_fork.py.txt")
     assert os.path.exists(path + ".orig")
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o755
-    again, _ = run_module(module, {"path": path, "state": "absent"})
+    again, dummy = run_module(module, {"path": path, "state": "absent"})
     assert not again["changed"]
 
 
@@ -475,6 +475,6 @@ def test_nccl_device_id_warns(tmp_path, run_module, monkeypatch):
     warnings.clear()
     with open(path, "w") as handle:
         handle.write(fixture("mt_fork.py.txt"))
-    result, _ = run_module(module, {"path": path, "musa_patch_path": str(tmp_path)})
+    result, dummy = run_module(module, {"path": path, "musa_patch_path": str(tmp_path)})
     assert read(path + ".orig") == fixture("head.py.txt")
     assert len(warnings) == 1 and "differs from the current unpatched" in warnings[0]

@@ -79,11 +79,11 @@ def test_reports_training_dir(run_module, tmp_path):
     assert result["dataset_state"] is False
     os.makedirs(os.path.join(save, "rollout"))
     open(os.path.join(save, "rollout", "global_dataset_state_dict_39.pt"), "wb").close()
-    result, _ = run_module(module, {"path": save})
+    result, dummy = run_module(module, {"path": save})
     assert result["kind"] == "training" and result["dataset_state"] is False  # 0 bytes: no data cursor
     with open(os.path.join(save, "rollout", "global_dataset_state_dict_39.pt"), "wb") as handle:
         handle.write(b"\x80\x04state")
-    result, _ = run_module(module, {"path": save})
+    result, dummy = run_module(module, {"path": save})
     assert result["dataset_state"] is True and result["tracker_empty"] is False
 
 
@@ -102,7 +102,7 @@ def test_the_resume_iteration_is_the_resume_rules(run_module, tmp_path):
     result, failed = run_module(module, {"path": save, "expect": "training"})
     assert not failed and result["state"] == "complete"
     assert result["resume_iteration"] == 19 == resume_plan(save)["resume_iteration"]
-    release, _ = run_module(module, {"path": conversion(tmp_path / "c"), "expect": "release"})
+    release, dummy = run_module(module, {"path": conversion(tmp_path / "c"), "expect": "release"})
     assert release["resume_iteration"] is None
 
 
@@ -131,12 +131,12 @@ def test_record_fingerprint_writes_once(run_module, tmp_path):
     # the record does not disturb the state
     assert result["state"] == "complete"
 
-    again, _ = run_module(module, args)
+    again, dummy = run_module(module, args)
     assert not again["changed"]
     with open(record_file) as handle:
         assert json.load(handle)["recorded_at"] == record["recorded_at"]
 
-    changed, _ = run_module(module, dict(args, record_fingerprint="sha256:bbb"))
+    changed, dummy = run_module(module, dict(args, record_fingerprint="sha256:bbb"))
     assert changed["changed"]
     assert '"sha256:aaa"' in changed["diff"]["before"] and '"sha256:bbb"' in changed["diff"]["after"]
     assert mcore.inspect_checkpoint(save)["state"] == "complete"
@@ -162,9 +162,9 @@ def test_record_fingerprint_refuses_incomplete(run_module, tmp_path):
 
 def test_fingerprint_compare(run_module, tmp_path):
     save = conversion(tmp_path, fingerprint="sha256:aaa")
-    same, _ = run_module(module, {"path": save, "fingerprint": "sha256:aaa"})
+    same, dummy = run_module(module, {"path": save, "fingerprint": "sha256:aaa"})
     assert same["fingerprint_matches"] is True and same["fingerprint_recorded"] == "sha256:aaa"
-    other, _ = run_module(module, {"path": save, "fingerprint": "sha256:bbb"})
+    other, dummy = run_module(module, {"path": save, "fingerprint": "sha256:bbb"})
     assert other["fingerprint_matches"] is False
     assert not other["changed"]
 
@@ -192,7 +192,7 @@ def test_move_aside_interrupted(run_module, tmp_path):
     assert result["moved_to"] in result["diff"]["after"]
     assert any("moved %s" % save in a for a in result["actions"])
     # idempotent: now absent, nothing to move
-    again, _ = run_module(module, {"path": save, "move_aside_if": ["interrupted"]})
+    again, dummy = run_module(module, {"path": save, "move_aside_if": ["interrupted"]})
     assert not again["changed"] and again["state"] == "absent" and again["moved_to"] is None
 
 
@@ -209,9 +209,9 @@ def test_move_aside_suffix_when_name_taken(run_module, tmp_path, monkeypatch):
     fixed = 1787000000.0
     monkeypatch.setattr(aside.time, "time", lambda: fixed)
     save = interrupted(tmp_path)
-    first, _ = run_module(module, {"path": save, "move_aside_if": ["interrupted"]})
+    first, dummy = run_module(module, {"path": save, "move_aside_if": ["interrupted"]})
     interrupted(tmp_path)
-    second, _ = run_module(module, {"path": save, "move_aside_if": ["interrupted"]})
+    second, dummy = run_module(module, {"path": save, "move_aside_if": ["interrupted"]})
     assert second["moved_to"] == first["moved_to"] + ".1"
     assert len(siblings(save)) == 2
 
@@ -229,7 +229,7 @@ def test_move_aside_stale(run_module, tmp_path):
 
 def test_complete_matching_is_kept(run_module, tmp_path):
     save = conversion(tmp_path, fingerprint="sha256:aaa")
-    result, _ = run_module(
+    result, dummy = run_module(
         module, {"path": save, "fingerprint": "sha256:aaa", "move_aside_if": ["interrupted", "stale"]}
     )
     assert not result["changed"] and result["moved_to"] is None and os.path.isdir(save)

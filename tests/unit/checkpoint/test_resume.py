@@ -97,7 +97,7 @@ def test_torn_shards_of_the_tracker_iteration(tmp_path, size):
     save = training(tmp_path, iters=(3, 6, 9), latest=9, layout=RECENT)
     cut(os.path.join(save, "iter_0000009", "__0_0.distcp"), size)
     cut(os.path.join(save, "iter_0000009", "__1_1.distcp"), size)
-    plan, _ = resume(save)
+    plan, dummy = resume(save)
     assert plan["resume_iteration"] == 6
     assert "__0_0.distcp is %d bytes, .metadata records" % size in plan["moves"][0]["why"]
     assert "shards are torn" in plan["moves"][0]["why"]
@@ -107,7 +107,7 @@ def test_torn_shards_of_the_tracker_iteration(tmp_path, size):
 def test_newest_iteration_without_data_cursor(tmp_path):
     save = training(tmp_path, iters=(19, 39))
     os.remove(os.path.join(save, "rollout", "global_dataset_state_dict_39.pt"))
-    plan, _ = resume(save)
+    plan, dummy = resume(save)
     assert plan["resume_iteration"] == 19 and plan["data_state"] is True
     assert moved_names(plan) == [("iter_0000039", "no-data-state"), (layout.TRACKER, "no-data-state")]
     assert "slime's data cursor rollout/global_dataset_state_dict_39.pt is missing" in plan["moves"][0]["why"]
@@ -160,7 +160,7 @@ def test_an_empty_tracker_is_rewritten(tmp_path):
 
 def test_no_tracker_is_written(tmp_path):
     save = training(tmp_path, latest=None)
-    plan, _ = resume(save)
+    plan, dummy = resume(save)
     assert plan["resume_iteration"] == 39 and plan["moves"] == [] and plan["tracker"] == {"before": None, "after": "39"}
     assert read_tracker(save) == "39"
 
@@ -168,14 +168,14 @@ def test_no_tracker_is_written(tmp_path):
 def test_a_garbage_tracker_is_moved_aside_and_rewritten(tmp_path):
     save = training(tmp_path)
     tracker(save, "thirty-nine")
-    plan, _ = resume(save)
+    plan, dummy = resume(save)
     assert plan["tracker"] == {"before": "thirty-nine", "after": "39"}
     assert moved_names(plan) == [(layout.TRACKER, "incomplete")]
 
 
 def test_a_complete_iteration_newer_than_the_tracker_with_its_cursor_is_used(tmp_path):
     save = training(tmp_path, iters=(19, 39), latest=19)
-    plan, _ = resume(save)
+    plan, dummy = resume(save)
     assert plan["resume_iteration"] == 39 and plan["tracker"] == {"before": "19", "after": "39"}
     assert read_tracker(save) == "39"
 

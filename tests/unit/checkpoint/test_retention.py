@@ -75,7 +75,7 @@ def test_never_while_a_save_is_in_progress(case, state):
 
 def test_the_rule_holds_for_any_save_dir():
     rng = random.Random(7)
-    for _ in range(500):
+    for dummy in range(500):
         numbers = sorted(rng.sample(range(0, 60), rng.randint(0, 12)))
         complete = [n for n in numbers if rng.random() < 0.8]
         incomplete = [n for n in numbers if n not in complete]

@@ -44,10 +44,10 @@ def test_sudo_is_used_when_asked(run_module, tmp_path, monkeypatch):
 
 
 def test_a_missing_cli_and_a_hanging_engine(run_module, tmp_path):
-    result, _ = run_module(node_access, {"docker": {"required": True, "executable": str(tmp_path / "nope")}})
+    result, dummy = run_module(node_access, {"docker": {"required": True, "executable": str(tmp_path / "nope")}})
     assert result["docker"]["stderr"].endswith("command not found") and not result["docker"]["ok"]
     slow = fake_docker(tmp_path, "sleep 5")
-    result, _ = run_module(node_access, {"docker": {"required": True, "executable": slow, "timeout": 1}})
+    result, dummy = run_module(node_access, {"docker": {"required": True, "executable": slow, "timeout": 1}})
     assert "no answer within 1 s" in result["docker"]["stderr"]
 
 

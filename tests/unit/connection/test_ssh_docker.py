@@ -138,7 +138,7 @@ def test_the_plugin_takes_the_nodes_ssh_settings_and_wraps_every_command(monkeyp
         return 0, b'{"ping": "pong"}', b""
 
     monkeypatch.setattr(ssh.Connection, "_run", fake_run)
-    rc, out, _ = connection.exec_command("/bin/sh -c 'python3 && sleep 0'", in_data=b"module")
+    rc, out, dummy = connection.exec_command("/bin/sh -c 'python3 && sleep 0'", in_data=b"module")
     assert rc == 0 and out == b'{"ping": "pong"}' and seen["in_data"] == b"module"
     argv = " ".join(seen["cmd"])
     for option in ('User="deploy"', "Port=62216", 'IdentityFile="/keys/fleet"', "ProxyJump=ops@bastion"):

@@ -84,7 +84,7 @@ def test_a_symlink_is_refused(tmp_path):
 def test_a_chain_of_three_pulls_through_each_other_and_ends_identical(tmp_path):
     src = make_artifact(str(tmp_path / "seed"))
     manifest = fa.build_manifest(src, PIECE)
-    ports = [free_port() for _ in range(3)]
+    ports = [free_port() for dummy in range(3)]
     url = ["http://127.0.0.1:%d" % p for p in ports]
     results, lines = {}, []
     threads = [

@@ -34,21 +34,21 @@ def test_manifest_is_recorded_and_reused_until_a_file_changes(tmp_path, run_modu
     result, failed = run_module(module, {"state": "manifest", "path": src, "piece_size": PIECE})
     assert not failed and not result["changed"] and len(result["manifest"]["pieces"]) == 4
     assert os.path.exists(src + ".fanout.json") and result["actions"][0].startswith("hashed 4 pieces")
-    again, _ = run_module(module, {"state": "manifest", "path": src, "piece_size": PIECE})
+    again, dummy = run_module(module, {"state": "manifest", "path": src, "piece_size": PIECE})
     assert again["id"] == result["id"] and again["actions"][0].startswith("reused the record")
     with open(os.path.join(src, "model.safetensors"), "ab") as handle:
         handle.write(b"more")
-    changed, _ = run_module(module, {"state": "manifest", "path": src, "piece_size": PIECE})
+    changed, dummy = run_module(module, {"state": "manifest", "path": src, "piece_size": PIECE})
     assert changed["id"] != result["id"] and changed["actions"][0].startswith("hashed")
 
 
 def test_probe_holds_only_the_recorded_unchanged_copy(tmp_path, run_module):
     src = artifact(str(tmp_path / "m"))
     manifest = run_module(module, {"state": "manifest", "path": src, "piece_size": PIECE})[0]["manifest"]
-    result, _ = run_module(module, {"state": "probe", "path": src, "manifest": manifest})
+    result, dummy = run_module(module, {"state": "probe", "path": src, "manifest": manifest})
     assert result["holds"] and not result["changed"]
     other = artifact(str(tmp_path / "other"))
-    result, _ = run_module(module, {"state": "probe", "path": other, "manifest": manifest})
+    result, dummy = run_module(module, {"state": "probe", "path": other, "manifest": manifest})
     assert not result["holds"] and result["partial_pieces"] == 0
 
 
@@ -79,7 +79,7 @@ def test_spread_pulls_from_a_seed_records_and_then_probes_as_held(tmp_path, run_
     assert open(os.path.join(dest, "model.safetensors"), "rb").read() == open(
         os.path.join(src, "model.safetensors"), "rb").read()
     assert "fanout s2: 4/4 pieces" in open(log).read()
-    probe, _ = run_module(module, {"state": "probe", "path": dest, "manifest": manifest})
+    probe, dummy = run_module(module, {"state": "probe", "path": dest, "manifest": manifest})
     assert probe["holds"]
 
 

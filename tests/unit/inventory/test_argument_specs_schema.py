@@ -56,7 +56,7 @@ def test_argument_spec_option_agrees_with_the_schema(role, entry, name, option):
     if "default" in option and not is_template(option["default"]) and not (
             isinstance(option["default"], list) and any(is_template(v) for v in option["default"])):
         assert var.check(option["default"]) is None, "%s: default %r: %s" % (name, option["default"],
-                                                                              var.check(option["default"]))
+                                                                             var.check(option["default"]))
     if var.secret:
         assert option.get("no_log") is True or name == "container_registry", "%s is a secret: no_log: true" % name
 

@@ -9,7 +9,9 @@ import pytest
 from ansible_collections.mtslime.posttrain.plugins.module_utils.job import attempts, crash_loop
 from ansible_collections.mtslime.posttrain.plugins.modules import ray_job
 
+# pylint: disable=unused-import  # followers and warned: pytest fixtures, used by name
 from job.test_ray_job import EXP, OURS, base_args, followers, warned  # noqa: F401 (fixtures)
+# pylint: enable=unused-import
 
 
 def rec(n, status, step, exception=None):

@@ -92,7 +92,7 @@ def test_waiting_for_gpus_says_how_many_are_missing_and_why():
 def test_the_submitted_job_is_found_in_the_list():
     listed = {"submission_id": "qwen3-8B-attempt-3", "status": "RUNNING",
               "jobs": [{"submission_id": SID, "status": "FAILED"}, {"submission_id": "qwen3-8B-attempt-3",
-                                                                     "status": "RUNNING"}]}
+                                                                    "status": "RUNNING"}]}
     assert first_step.job_status(listed, SID) == (SID, "FAILED")
     assert first_step.job_status(listed) == ("qwen3-8B-attempt-3", "RUNNING")
     assert first_step.job_status({"jobs": []}, SID) == (SID, None)

@@ -16,7 +16,7 @@ PROGRAM = log_follower.__file__
 def run_program(*args, timeout=20):
     # -S -E: no site packages, no PYTHON* variables: the program needs the standard library only
     return subprocess.run([sys.executable, "-S", "-E", PROGRAM, *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=os.path.dirname(PROGRAM))
+                          timeout=timeout, cwd=os.path.dirname(PROGRAM), check=False)
 
 
 def test_copies_a_finished_jobs_log_without_ansi_codes(fake, tmp_path):

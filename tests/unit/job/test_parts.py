@@ -168,7 +168,7 @@ def test_the_follower_files_and_its_python_command(tmp_path):
     cmd, env = follower.command("e-attempt-1", "python")
     assert cmd[1:] == [str(tmp_path / "logs" / ".m.follower.py"), "http://h:8772", "e-attempt-1",
                        str(tmp_path / "logs" / "m.e-attempt-1.log"), "3"] and env == {}
-    assert job_logs.follower_source().startswith("#!/usr/bin/env python3\n")
+    assert 'USAGE = "usage: log_follower.py' in job_logs.follower_source()
 
 
 def test_follower_problems_are_named(tmp_path):

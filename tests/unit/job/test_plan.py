@@ -159,7 +159,7 @@ def test_the_run_directorys_copies_run_standalone(fake, tmp_path):
     fake.add_job("qwen3-8B-attempt-1", "FAILED", OURS)
     proc = subprocess.run([sys.executable, "-S", "-E", str(copy / entry), "next", "--dashboard", fake.url,
                            "--experiment", EXP, "--save-dir", str(save), "--", "python3", "train.py", "--load", "/c"],
-                          capture_output=True, timeout=60, cwd=tmp_path)
+                          capture_output=True, timeout=60, cwd=tmp_path, check=False)
     assert proc.returncode == 0, proc.stderr.decode()
     assert proc.stdout.split(b"\0")[:-1] == [b"qwen3-8B-attempt-2", b"python3", b"train.py", b"--load",
                                              str(save).encode()]

@@ -135,7 +135,7 @@ def test_no_job_submits_attempt_1_and_a_second_run_changes_nothing(run_module, f
     assert again["submission_id"] == "qwen3-8B-attempt-1" and again["status"] == "PENDING"
     assert again["follower"]["what"] == "kept" and again["follower_pid"] == result["follower_pid"]
     fake.set_status("qwen3-8B-attempt-1", "RUNNING")
-    third, _ = run_module(ray_job, args)
+    third, dummy = run_module(ray_job, args)
     assert not third["changed"] and third["status"] == "RUNNING" and third["message"] == "Job is currently running."
     assert len(fake.submitted()) == 1
 
@@ -218,7 +218,7 @@ def test_resume_adds_load_when_absent(run_module, fake, tmp_path):
         entrypoint="python3 train.py --save x",
         resume={"save_dir": str(save)},
     )
-    result, _ = run_module(ray_job, args)
+    result, dummy = run_module(ray_job, args)
     assert fake.jobs["qwen3-8B-attempt-2"]["entrypoint"] == "python3 train.py --save x --load %s" % save
     assert result["resumed_from_iteration"] == 7
 
@@ -343,10 +343,10 @@ def test_entrypoint_is_needed_to_submit(run_module, fake, tmp_path):
 # -- files ------------------------------------------------------------------------------------
 def test_files_unchanged_then_changed_while_running(run_module, fake, tmp_path, warned, followers):
     args = base_args(fake, tmp_path)
-    first, _ = run_module(ray_job, args)
+    first, dummy = run_module(ray_job, args)
     assert first["changed"]
     fake.set_status("qwen3-8B-attempt-1", "RUNNING")
-    same, _ = run_module(ray_job, args)
+    same, dummy = run_module(ray_job, args)
     assert not same["changed"] and same["files_changed"] == []
     args["files"][1]["content"] = "10.121.38.9 slots=8\n"
     changed, failed = run_module(ray_job, args, diff=True)
@@ -368,7 +368,7 @@ def test_file_mode_change_alone_is_a_change(run_module, fake, tmp_path):
     args = base_args(fake, tmp_path, log_file=None)
     run_module(ray_job, args)
     args["files"][0]["mode"] = "0700"
-    result, _ = run_module(ray_job, args, diff=True)
+    result, dummy = run_module(ray_job, args, diff=True)
     assert result["changed"] and result["files_changed"] == [args["files"][0]["path"]]
     assert stat.S_IMODE(os.stat(args["files"][0]["path"]).st_mode) == 0o700
     assert result["diff"][0]["after"] == "mode 0700\n"
@@ -403,7 +403,7 @@ def test_local_working_dir_is_uploaded_and_submitted_as_gcs_uri(run_module, fake
     assert doc["working_dir"] == str(work) and doc["runtime_env"]["working_dir"] == submitted["working_dir"]
 
     fake.set_status("qwen3-8B-attempt-1", "FAILED")
-    second, _ = run_module(ray_job, base_args(fake, tmp_path, runtime_env=env, log_file=None))
+    second, dummy = run_module(ray_job, base_args(fake, tmp_path, runtime_env=env, log_file=None))
     assert second["submission_id"] == "qwen3-8B-attempt-2" and not second["working_dir_package"]["uploaded"]
     assert [m for m, _p in fake.requests].count("PUT") == 1
 
@@ -437,7 +437,7 @@ def test_stopped_stops_every_active_job_and_waits(run_module, fake, tmp_path):
     assert result["active"] == [] and result["status"] == "STOPPED"
     assert "asked Ray to stop qwen3-8B-attempt-2" in result["actions"]
     assert result["diff"][0]["after"] == "qwen3-8B-attempt-2 STOPPED\nqwen3-8B_20260920-120000 STOPPED\n"
-    again, _ = run_module(ray_job, {"dashboard_url": fake.url, "experiment": EXP, "state": "stopped"})
+    again, dummy = run_module(ray_job, {"dashboard_url": fake.url, "experiment": EXP, "state": "stopped"})
     assert not again["changed"] and again["message"] == "no active job of experiment qwen3-8B"
 
 
@@ -507,13 +507,14 @@ def test_check_mode_predicts_and_writes_nothing(run_module, fake, tmp_path):
     assert "would submit qwen3-8B-attempt-2 (attempt 2) resuming from iteration 5" in " ".join(result["actions"])
     assert any(a.startswith("would upload working_dir") for a in result["actions"])
     assert any(a.startswith("would start the python log follower") for a in result["actions"])
-    assert fake.submitted() == [] and fake.packages == {} and "PUT" not in [m for m, _ in fake.requests]
+    assert fake.submitted() == [] and fake.packages == {} and "PUT" not in [m for m, dummy in fake.requests]
     assert not (tmp_path / "run").exists()
 
 
 def test_check_mode_stop_stops_nothing(run_module, fake):
     fake.add_job("qwen3-8B-attempt-1", "RUNNING", OURS)
-    result, _ = run_module(ray_job, {"dashboard_url": fake.url, "experiment": EXP, "state": "stopped"}, check_mode=True)
+    result, dummy = run_module(ray_job, {"dashboard_url": fake.url, "experiment": EXP, "state": "stopped"},
+                               check_mode=True)
     assert result["changed"] and result["actions"] == ["would stop qwen3-8B-attempt-1 (RUNNING)"]
     assert fake.jobs["qwen3-8B-attempt-1"]["status"] == "RUNNING" and not fake.stopping
 
@@ -535,12 +536,12 @@ def test_follower_copies_the_log_and_is_restarted_when_dead(run_module, fake, tm
     assert wait_for(lambda: attempt_log.exists() and "colored" in attempt_log.read_text())
     assert attempt_log.read_text() == "step 1: {'train/loss': 0.1}\ncolored\n"
 
-    kept, _ = run_module(ray_job, args)
+    kept, dummy = run_module(ray_job, args)
     assert not kept["changed"] and kept["follower"]["what"] == "kept" and kept["follower_pid"] == first["follower_pid"]
 
     os.killpg(first["follower_pid"], signal.SIGKILL)
     assert wait_for(lambda: not job_logs.alive(first["follower_pid"], "qwen3-8B-attempt-1"))
-    restarted, _ = run_module(ray_job, args)
+    restarted, dummy = run_module(ray_job, args)
     assert restarted["changed"] and restarted["follower"]["what"] == "restarted"
     assert restarted["follower_pid"] != first["follower_pid"]
     assert any(a.startswith("restarted the python log follower of qwen3-8B-attempt-1") for a in restarted["actions"])
@@ -549,7 +550,7 @@ def test_follower_copies_the_log_and_is_restarted_when_dead(run_module, fake, tm
     fake.set_status("qwen3-8B-attempt-1", "SUCCEEDED")
     assert wait_for(lambda: not job_logs.alive(restarted["follower_pid"], "qwen3-8B-attempt-1"))
     assert attempt_log.read_text().endswith("the end\n")
-    done, _ = run_module(ray_job, args)
+    done, dummy = run_module(ray_job, args)
     assert not done["changed"] and done["status"] == "SUCCEEDED"
 
 
@@ -582,7 +583,7 @@ def test_a_regular_log_file_is_moved_aside(run_module, fake, tmp_path, followers
 
 def test_no_follower_when_asked(run_module, fake, tmp_path):
     fake.add_job("qwen3-8B-attempt-1", "RUNNING", OURS)
-    result, _ = run_module(ray_job, base_args(fake, tmp_path, files=None, manifest=None, log_follower="none"))
+    result, dummy = run_module(ray_job, base_args(fake, tmp_path, files=None, manifest=None, log_follower="none"))
     assert not result["changed"] and result["follower_pid"] is None
     assert not (tmp_path / "run" / "logs").exists()
 
@@ -771,7 +772,7 @@ def test_manifest_records_what_the_commands_found(run_module, fake, tmp_path, fo
     doc = json.loads((tmp_path / "run" / "manifests" / "qwen3-8B-attempt-1.json").read_text())
     assert doc["found"]["slime"] == "0.3.1+abc"
     assert doc["found"]["torch_musa"]["rc"] == 3
-    again, _ = run_module(ray_job, args)
+    again, dummy = run_module(ray_job, args)
     assert not again["changed"]
 
 

@@ -121,7 +121,7 @@ def test_childfailederror_alone_is_a_first_error_but_never_the_fatal_one(tmp_pat
 
 # -- Ray's RayTaskError ---------------------------------------------------------------------------
 def test_a_log_that_starts_mid_traceback_with_a_raytaskerror(run_module):
-    result, _ = run_module(train_progress, {"log_file": log("ray_task_error_mid_traceback")})
+    result, dummy = run_module(train_progress, {"log_file": log("ray_task_error_mid_traceback")})
     first = result["first_error"]
     assert first["lineno"] == 10 and first["kind"] == "oom"
     assert first["exception"].startswith("ray.exceptions.RayTaskError(OutOfMemoryError): ray::MegatronTrainRayActor")
@@ -149,12 +149,12 @@ def test_a_raytaskerror_line_on_its_own_is_an_error_and_the_fatal_one(tmp_path):
 
 # -- errors a job survives -------------------------------------------------------------------------
 def test_a_recovered_oom_and_a_handled_traceback_followed_by_more_steps(run_module):
-    result, _ = run_module(train_progress, {"log_file": log("survived_errors")})
+    result, dummy = run_module(train_progress, {"log_file": log("survived_errors")})
     first = result["first_error"]
     assert first["lineno"] == 39 and first["kind"] == "oom" and "Decode out of memory happened" in first["line"]
     assert result["fatal_error"] is None  # both were followed by training steps
     assert result["last_step"] == 6 and result["steps"] == 6
-    running, _ = run_module(train_progress, {"log_file": log("survived_errors"), "status": "RUNNING"})
+    running, dummy = run_module(train_progress, {"log_file": log("survived_errors"), "status": "RUNNING"})
     assert running["progress"] == (
         "RUNNING: step 6 (6 steps logged), reward 0.4062, pass@8 0.7719, eval aime 0.2667 @ rollout 4, 1221 tok/s/GPU, "
         "checkpoint 5; warning: error at line 39: Decode out of memory happened. #retracted_reqs: 4, "

@@ -140,7 +140,7 @@ def test_scheduler_dead_after_an_oom_points_at_the_oom(run_module):
 
 
 def test_the_errors_are_found_beyond_max_bytes(run_module):
-    result, _ = run_module(train_progress, {"log_file": log("oom_scheduler_dead"), "max_bytes": 300})
+    result, dummy = run_module(train_progress, {"log_file": log("oom_scheduler_dead"), "max_bytes": 300})
     assert result["first_error"]["kind"] == "oom" and result["first_error"]["lineno"] == 46
     assert result["fatal_error"]["lineno"] == 57
     assert result["bytes_read"] == 300 and result["bytes"] > 300
@@ -149,7 +149,7 @@ def test_the_errors_are_found_beyond_max_bytes(run_module):
 
 
 def test_musa_error_900_while_capturing_graphs(run_module):
-    result, _ = run_module(train_progress, {"log_file": log("graph_capture_musa900"), "context_lines": 8})
+    result, dummy = run_module(train_progress, {"log_file": log("graph_capture_musa900"), "context_lines": 8})
     first = result["first_error"]
     assert first["kind"] == "graph_capture" and "MUSA error 900" in first["line"]
     assert "--sglang-disable-cuda-graph" in result["hint"] and "--sglang-cuda-graph-max-bs" in result["hint"]
@@ -161,7 +161,7 @@ def test_musa_error_900_while_capturing_graphs(run_module):
 
 
 def test_long_placement_group_wait(run_module):
-    result, _ = run_module(train_progress, {"log_file": log("placement_group_wait")})
+    result, dummy = run_module(train_progress, {"log_file": log("placement_group_wait")})
     assert result["first_error"] is None and result["fatal_error"] is None
     wait = result["waiting_for_gpus"]
     assert {k: wait[k] for k in ("needed", "elapsed", "registered", "available", "lineno")} == {
@@ -180,7 +180,7 @@ def test_long_placement_group_wait(run_module):
     assert "waits without a time limit for a placement group of 8 GPUs" in result["hint"]
     assert "4 of the GPUs are not registered with Ray at all" in result["hint"]
     assert result["progress"] == "waiting 330s for 8 GPUs (4 registered, 4 available, 4 missing)"
-    running, _ = run_module(train_progress, {"log_file": log("placement_group_wait"), "status": "running"})
+    running, dummy = run_module(train_progress, {"log_file": log("placement_group_wait"), "status": "running"})
     assert running["progress"] == "RUNNING: waiting 330s for 8 GPUs (4 registered, 4 available, 4 missing)"
     assert running["status"] == "RUNNING"
 
@@ -221,7 +221,7 @@ def test_a_wait_ends_when_slime_lists_the_placed_bundles(tmp_path):
 
 
 def test_hf_validate_args(run_module):
-    result, _ = run_module(train_progress, {"log_file": log("hf_validate_args")})
+    result, dummy = run_module(train_progress, {"log_file": log("hf_validate_args")})
     first = result["first_error"]
     assert first["kind"] == "hf_validate" and first["line"] == "Traceback (most recent call last):"
     assert first["exception"].startswith("AssertionError: hf_validate_args failed: hidden_size")

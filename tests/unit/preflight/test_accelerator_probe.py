@@ -201,7 +201,7 @@ def test_cuda_driver_not_loaded(run_module, node):
 def test_check_mode_gives_the_same_answer(run_module, node):
     tools = write_tool(node / "tools", "mthreads-gmi", {"-q --json": (0, eight_s5000_json())})
     args = {"vendor": "musa", "tool_dir": tools, "expected_count": 8}
-    normal, _ = probe(run_module, args)
+    normal, dummy = probe(run_module, args)
     checked, failed = probe(run_module, args, check_mode=True)
     assert not failed and checked["changed"] is False
     assert checked["accelerator"] == normal["accelerator"]

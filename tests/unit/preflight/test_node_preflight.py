@@ -240,7 +240,7 @@ def test_only_the_port_check(run_module, node, listener, tmp_path):
     result, failed = run_module(npf, args)
     assert failed
     assert len(result["failures"]) == 1 and result["failures"][0].startswith("port %d (Ray GCS) is held by pid %d"
-                                                                            % (listener, os.getpid()))
+                                                                             % (listener, os.getpid()))
     assert result["accelerator"] == {} and result["preflight_warnings"] == []
     for name in ("accelerator", "docker", "disk", "shm", "commands"):
         assert result["checks"][name] == {"ok": True, "skipped": True, "detail": "not in checks"}
@@ -283,7 +283,7 @@ def test_a_python_without_requests_is_named_with_the_fix(run_module, node, engin
 
 
 def test_connection_refused_socket(run_module, node, tmp_path):
-    path = tempfile.mktemp(prefix="dead", suffix=".sock", dir="/tmp")
+    path = os.path.join(tempfile.mkdtemp(prefix="dead", dir="/tmp"), "docker.sock")  # short: AF_UNIX's path limit
     dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     dead.bind(path)  # bound but never listening: connect() is refused
     try:
@@ -298,7 +298,7 @@ def test_connection_refused_socket(run_module, node, tmp_path):
         )
     finally:
         dead.close()
-        os.unlink(path)
+        shutil.rmtree(os.path.dirname(path))
 
 
 def test_musa_node_without_mthreads_runtime_is_warned(run_module, node, engine):
@@ -444,7 +444,7 @@ def test_check_shm_against_a_meminfo(tmp_path):
 def test_listening_socket_is_found_with_its_owner(listener):
     inodes = pports.listening_inodes([listener])[listener]
     assert inodes
-    owners, _ = pports.socket_owners(inodes)
+    owners, dummy = pports.socket_owners(inodes)
     assert os.getpid() in {pid for pids in owners.values() for pid in pids}
 
 
@@ -476,7 +476,7 @@ def test_docker_addresses():
     assert dengine.docker_connection("tcp://docker-host")[1] == "docker-host:2375"
     with pytest.raises(ValueError):
         dengine.docker_connection("ssh://user@host")
-    failures, _ = dengine.check_docker({"socket": "ssh://user@host"})
+    failures, dummy = dengine.check_docker({"socket": "ssh://user@host"})
     assert "is neither unix:///path nor tcp://host:port; fix docker.socket" in failures[0]
 
 

@@ -62,7 +62,7 @@ def test_a_lock_without_record_is_dead_after_a_minute(tmp_path):
     mtime = os.stat(lock).st_mtime
     assert lock_rules.judge(record, holder(run="me"), mtime + 10)[0] == lock_rules.LIVE
     assert lock_rules.judge(record, holder(run="me"), mtime + 61)[0] == lock_rules.UNKNOWN_DEAD
-    status, _ = storage_lease.take_over(str(lock), "", holder(run="me"), 300, now=mtime + 61)
+    status, dummy = storage_lease.take_over(str(lock), "", holder(run="me"), 300, now=mtime + 61)
     assert status == "taken" and storage_lease.read(str(lock))["run_id"] == "me"
 
 
@@ -123,7 +123,7 @@ def test_action_takes_over_a_dead_run_at_once(tmp_path):
 
 def test_action_takes_over_an_expired_lease_of_another_controller(tmp_path):
     storage_lease.acquire(str(tmp_path / "m.lock"), holder(run="far", controller="other", pid=1), 300, now=0)
-    result, said, _ = loop(tmp_path, holder(run="new"))
+    result, said, dummy = loop(tmp_path, holder(run="new"))
     assert result["status"] == "taken" and "lease ran out" in result["taken_over_because"]
 
 
@@ -144,7 +144,7 @@ def test_action_waits_for_a_live_holder_saying_who_then_takes_it(tmp_path):
 
 def test_action_gives_up_after_the_timeout_naming_the_holder(tmp_path):
     storage_lease.acquire(str(tmp_path / "m.lock"), holder(run="live"), 300, "downloading", now=900)
-    result, said, _ = loop(tmp_path, holder(run="new"), timeout=60)
+    result, said, dummy = loop(tmp_path, holder(run="new"), timeout=60)
     assert result["failed"] and "gave up after 1m00s" in result["msg"]
     assert "held by run live" in result["msg"] and "doing: downloading" in result["msg"]
     assert "_lock_timeout" in result["msg"]

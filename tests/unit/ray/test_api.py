@@ -277,7 +277,7 @@ def test_fake_state_machine_follows_ray():
     try:
         client = RayClient(server.url)
         assert client.submit_job("python3 train.py", "exp-attempt-1")["job"]["status"] == "PENDING"
-        assert [client.get_job("exp-attempt-1")["status"] for _ in range(2)] == ["RUNNING", "RUNNING"]
+        assert [client.get_job("exp-attempt-1")["status"] for dummy in range(2)] == ["RUNNING", "RUNNING"]
         server.set_status("exp-attempt-1", "FAILED", exit_code=3)
         failed = client.get_job("exp-attempt-1")
         assert failed["status"] == "FAILED" and failed["driver_exit_code"] == 3 and failed["end_time"]

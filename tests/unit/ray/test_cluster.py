@@ -151,7 +151,7 @@ def test_swapped_ports_are_recognised(run_module, cluster):
 def test_dead_nodes_do_not_count(run_module, cluster):
     dashboard, gcs = cluster
     dashboard.nodes.append(node("10.0.0.2", gpus=8, state="DEAD"))
-    result, _ = run_module(ray_cluster, args(dashboard, gcs, expected_gpus=16))
+    result, dummy = run_module(ray_cluster, args(dashboard, gcs, expected_gpus=16))
     assert result["gpus"] == 8 and result["missing_gpus"] == 8
     assert [n["alive"] for n in result["nodes"]] == [True, False]
     assert result["progress"] == "1 node, 8/16 GPUs registered; 8 GPUs missing"
@@ -168,7 +168,7 @@ def test_unhealthy_gcs_behind_the_dashboard(run_module, cluster):
 def test_summary_fallback(run_module, cluster):
     dashboard, gcs = cluster
     dashboard.state_api = False
-    result, _ = run_module(ray_cluster, args(dashboard, gcs, expected_nodes=["10.0.0.1"]))
+    result, dummy = run_module(ray_cluster, args(dashboard, gcs, expected_nodes=["10.0.0.1"]))
     assert result["ready"] and result["gpus"] == 8
 
 

@@ -66,6 +66,6 @@ def test_ray_processes_walks_proc_with_the_same_rule(tmp_path):
     write(proc + "/106/cmdline", "/usr/bin/python3\0-u\0/usr/lib/python3/dist-packages/ray/dashboard/agent.py\0")
     write(proc + "/self/cmdline", "ray::self")
     found = processes.ray_processes(proc, me=106)
-    assert [pid for pid, _ in found] == [101, 105]
+    assert [pid for pid, dummy in found] == [101, 105]
     assert found[0][1] == "/opt/ray/core/src/ray/gcs/gcs_server --log_dir=/tmp/ray"
     assert processes.ray_processes(str(tmp_path / "none")) == []

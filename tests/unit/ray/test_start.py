@@ -71,7 +71,7 @@ def test_converged_head_is_left_alone_and_reports_its_nodes_and_jobs(run_module,
 
 
 def test_a_slow_dashboard_behind_a_live_gcs_is_asked_again_before_any_decision(run_module, head, node_probe,
-                                                                              commands, monkeypatch):
+                                                                               commands, monkeypatch):
     dashboard, gcs = head
     dashboard.add_job("qwen3-8B-attempt-1", status="RUNNING")
     node_probe.update(processes=12, recorded_address=gcs.address, recorded_answers=True)
@@ -90,7 +90,7 @@ def test_a_slow_dashboard_behind_a_live_gcs_is_asked_again_before_any_decision(r
 
 
 def test_a_dashboard_that_never_answers_behind_a_live_gcs_is_refused_after_the_grace(run_module, node_probe,
-                                                                                   commands, monkeypatch):
+                                                                                     commands, monkeypatch):
     gcs = FakeGcs()
     try:
         node_probe.update(processes=12, recorded_address=gcs.address, recorded_answers=True)
@@ -106,7 +106,7 @@ def test_a_dashboard_that_never_answers_behind_a_live_gcs_is_refused_after_the_g
 
 def test_head_missing_a_worker_is_kept_but_not_ready(run_module, head, node_probe, commands):
     dashboard, gcs = head
-    result, _ = run_module(ray_start, head_args(dashboard.url, gcs.address, expected_nodes=["127.0.0.1", "10.0.0.2"]))
+    result = run_module(ray_start, head_args(dashboard.url, gcs.address, expected_nodes=["127.0.0.1", "10.0.0.2"]))[0]
     assert result["action"] == "keep" and not result["ready"]
 
 

@@ -45,7 +45,7 @@ def test_every_attempt_in_order_with_its_span_and_checkpoint(run_module, logs):
 
 
 def test_resumes_are_joined_and_redone_rollouts_kept_apart(run_module, logs):
-    result, _ = run(run_module, logs)
+    result, dummy = run(run_module, logs)
     reward = result["series"]["rollout/raw_reward"]
     ids = [p[0] for p in reward["points"]]
     assert ids == list(range(1, 46)), "one point per rollout, in order, across both attempts"
@@ -56,7 +56,7 @@ def test_resumes_are_joined_and_redone_rollouts_kept_apart(run_module, logs):
 
 
 def test_nan_and_inf_are_kept_as_gaps_not_dropped(run_module, logs):
-    result, _ = run(run_module, logs)
+    result, dummy = run(run_module, logs)
     reward = result["series"]["rollout/raw_reward"]
     assert [p for p in reward["points"] if p[0] == 12] == [[12, "nan", 0]]
     assert reward["non_finite"] == 1
@@ -65,7 +65,7 @@ def test_nan_and_inf_are_kept_as_gaps_not_dropped(run_module, logs):
 
 
 def test_the_report_metrics_and_only_those_by_default(run_module, logs):
-    result, _ = run(run_module, logs)
+    result, dummy = run(run_module, logs)
     assert sorted(result["series"]) == [
         "eval/aime24", "eval/aime24-pass@8", "eval/aime25", "eval/aime25-pass@8",
         "passrate/pass@1", "passrate/pass@2", "passrate/pass@4", "passrate/pass@8",
@@ -79,13 +79,13 @@ def test_the_report_metrics_and_only_those_by_default(run_module, logs):
 
 
 def test_extra_metrics_from_step_lines_use_the_step_axis(run_module, logs):
-    result, _ = run(run_module, logs, extra_metrics=["train/grad_norm", "train/ppo_kl"])
+    result, dummy = run(run_module, logs, extra_metrics=["train/grad_norm", "train/ppo_kl"])
     kl = result["series"]["train/ppo_kl"]
     assert kl["axis"] == "step" and kl["points"][0] == [1, "nan", 0]
 
 
 def test_a_long_series_is_downsampled_and_says_so(run_module, logs):
-    result, _ = run(run_module, logs, max_points=10)
+    result, dummy = run(run_module, logs, max_points=10)
     reward = result["series"]["rollout/raw_reward"]
     assert reward["downsampled"]["from"] == 45 and reward["downsampled"]["every"] == 5
     ids = [p[0] for p in reward["points"]]
@@ -109,8 +109,8 @@ def test_hand_started_jobs_are_placed_by_their_date(tmp_path):
     (logs / "qwen3-8B.qwen3-8B_20260920-110000.log").write_text(line % ("2026-09-20 11:00:00", 1, "0.2"))
     (logs / "qwen3-8B.qwen3-8B-attempt-2.log").write_text(line % ("2026-09-20 12:00:00", 2, "0.3"))
     (logs / "qwen3-8B.other-attempt-1.log").write_text(line % ("2026-09-20 09:00:00", 5, "0.9"))
-    found, _ = metric_series.attempt_logs(str(logs), "qwen3-8B", "qwen3-8B")
-    assert [sid for sid, _, _ in found] == ["qwen3-8B-attempt-1", "qwen3-8B_20260920-110000", "qwen3-8B-attempt-2"]
+    found, dummy = metric_series.attempt_logs(str(logs), "qwen3-8B", "qwen3-8B")
+    assert [entry[0] for entry in found] == ["qwen3-8B-attempt-1", "qwen3-8B_20260920-110000", "qwen3-8B-attempt-2"]
     series = metric_series.experiment_series(str(logs), "qwen3-8B", "qwen3-8B")["series"]
     assert [p[:2] for p in series["rollout/raw_reward"]["points"]] == [[0, 0.1], [1, 0.2], [2, 0.3]]
 

@@ -234,7 +234,7 @@ def test_engine_tp_must_divide_the_heads():
 
 def test_engine_tp_must_split_or_replicate_the_kv_heads():
     texts = validate(dict(guide_config(), model_args=dict(guide_config()["model_args"], **{"num-query-groups": 3,
-                                                                                        "num-attention-heads": 24}),
+                                                                                           "num-attention-heads": 24}),
                           overrides={"tensor-model-parallel-size": 1}))
     assert any("cannot split or replicate num-query-groups (KV heads) 3" in t for t in texts), texts
 

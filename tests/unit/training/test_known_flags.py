@@ -80,7 +80,7 @@ MIRRORS = {"slime": os.environ.get("MTSLIME_SLIME_GIT", "/work/.mirror/THUDM+sli
 def test_the_committed_list_is_what_the_parsers_give():
     proc = subprocess.run([sys.executable, os.path.join(REPO, "tools", "known_flags.py"), "--slime-git",
                            MIRRORS["slime"], "--megatron-git", MIRRORS["megatron"], "--check"],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
 
 

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Extract 20250416_amc_aime_website rows from math.parquet and split into train/test."""
 
 from __future__ import annotations
@@ -21,23 +21,23 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument(
         "--input",
-        default="math.parquet", # 原始数据路径
+        default="math.parquet",  # 原始数据路径
         help="Input parquet path. Default: math.parquet",
     )
     parser.add_argument(
         "--train-output",
-        default="aime_train.parquet", # 训练集输出路径
+        default="aime_train.parquet",  # 训练集输出路径
         help="Train parquet path. Default: aime_train.parquet",
     )
     parser.add_argument(
         "--test-output",
-        default="aime_test.parquet", # 测试集输出路径
+        default="aime_test.parquet",  # 测试集输出路径
         help="Test parquet path. Default: aime_test.parquet",
     )
     parser.add_argument(
         "--test-size",
         type=int,
-        default=60, # 默认选取60条数据作为测试集
+        default=60,  # 默认选取60条数据作为测试集
         help="Number of rows in aime_test.parquet. Default: 60",
     )
     parser.add_argument(

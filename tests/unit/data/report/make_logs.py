@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Writes the two attempt logs of tests/unit/data/report/ (run it from anywhere; the files
 are committed, this is how they were made). They imitate what `ray job logs <id>` prints
 for a slime GRPO run of the guide (slime.md §4.1, real-programs.md "Logs"): Ray's actor

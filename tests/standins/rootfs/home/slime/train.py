@@ -120,7 +120,7 @@ _PIDS = {"train": os.getpid() + 101, "rollout": os.getpid() + 57}
 
 
 def log(where, message, actor=None):
-    name, _, line = where.partition(":")
+    name, dummy, line = where.partition(":")
     text = "[%s] %s:%s - %s" % (time.strftime("%Y-%m-%d %H:%M:%S"), name, line, message)
     if actor == "train":
         text = "(MegatronTrainRayActor pid=%d) %s" % (_PIDS["train"], text)
@@ -171,7 +171,7 @@ def read_columns(path):
     if path.endswith(".jsonl"):
         with open(path) as f:
             first = f.readline()
-        rows = sum(1 for _ in open(path))
+        rows = sum(1 for dummy in open(path))
         return list(json.loads(first).keys()) if first.strip() else [], rows
     import pyarrow.parquet as pq
 
@@ -225,7 +225,7 @@ def validate(args):
     args.eval_sets = eval_datasets(args)
     if args.eval_interval is not None and not args.eval_sets and not args.eval_config:
         raise ValueError("--eval-interval is set but no eval dataset (--eval-prompt-data / --eval-config)")
-    for _, path in args.eval_sets:
+    for dummy, path in args.eval_sets:
         check_data(path, args.eval_input_key or args.input_key, "--eval-prompt-data")
     samples = args.rollout_batch_size * args.n_samples_per_prompt
     if args.num_steps_per_rollout is not None:
@@ -262,7 +262,7 @@ def create_placement_group(args):
     actor = args.actor_num_nodes * args.actor_num_gpus_per_node
     rollout = args.rollout_num_gpus or 0
     num_gpus = max(actor, rollout) if args.colocate else actor + rollout
-    pg = placement_group([{"GPU": 1, "CPU": 1} for _ in range(num_gpus)], strategy="PACK")
+    pg = placement_group([{"GPU": 1, "CPU": 1} for dummy in range(num_gpus)], strategy="PACK")
     ready_ref = pg.ready()
     elapsed = 0
     while True:
@@ -446,7 +446,7 @@ def log_eval(args, r):
     reward, rng = reward_at(args, r)
     acc = reward * 0.35
     metrics = {}
-    for name, _ in args.eval_sets or [("eval", None)]:
+    for name, dummy in args.eval_sets or [("eval", None)]:
         metrics["eval/%s" % name] = acc
         metrics["eval/%s/response_len/mean" % name] = (args.eval_max_response_len or 1024) * 0.7
         metrics["eval/%s-truncated_ratio" % name] = 0.1 * rng.random()
@@ -603,6 +603,7 @@ def handled_traceback():
     def post():
         raise ReadTimeout("timed out")
 
+    lines = []
     try:
         post()
     except ReadTimeout:
