@@ -30,4 +30,3 @@ class Hook:
     def close(self):
         self.server.shutdown()
         self.server.server_close()
-

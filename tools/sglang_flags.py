@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Regenerate plugins/plugin_utils/training/sglang_flags.json: the `--sglang-*` and `--router-*` flags that slime's
 train.py accepts with a given SGLang, read off the sources (no import of SGLang).
 

@@ -1,13 +1,8 @@
 # Private to mtslime.posttrain: the options every module that talks to a Ray head shares. Their
-# defaults come from module_utils/ray/common.py, whose ray_argument_spec() is the matching argument spec.
+# defaults are module_utils/ray/common.py's, whose ray_argument_spec() is the matching argument spec; ansible-test
+# reads these attributes as plain strings, so the ports are written out (tests/unit/ray/test_ray_options.py
+# checks they render the spec's defaults).
 from __future__ import annotations
-
-from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.common import (
-    DASHBOARD_PORT,
-    DEFAULT_DASHBOARD_URL,
-    DEFAULT_GCS_ADDRESS,
-    GCS_PORT,
-)
 
 
 class ModuleDocFragment:
@@ -16,10 +11,10 @@ options:
   dashboard_url:
     description:
       - The Ray dashboard of the head, which also serves the Jobs API (C(ray start --dashboard-port),
-        C(ray_dashboard_port), the guide's port %(dash)d), as seen from where the module runs; a missing C(http://)
-        is added. Not the GCS port (%(gcs)d in the guide; FAQ Q1).
+        C(ray_dashboard_port), the guide's port 8772), as seen from where the module runs; a missing C(http://)
+        is added. Not the GCS port (64379 in the guide; FAQ Q1).
     type: str
-    default: %(dashboard_url)s
+    default: http://127.0.0.1:8772
   request_timeout:
     description: Seconds each HTTP request to the dashboard (or TCP connection to the GCS) may take.
     type: int
@@ -30,15 +25,14 @@ options:
         the guide's C(no_proxy=127.0.0.1), because a proxy usually cannot reach the head.
     type: bool
     default: false
-""" % dict(dash=DASHBOARD_PORT, gcs=GCS_PORT, dashboard_url=DEFAULT_DASHBOARD_URL)
+"""
 
-    # The head's GCS, for the modules that probe it as well.
     GCS = r"""
 options:
   gcs_address:
     description:
-      - The head's GCS address, C(host:port) (C(ray start --port), C(ray_gcs_port), the guide's port %(gcs)d); the
+      - The head's GCS address, C(host:port) (C(ray start --port), C(ray_gcs_port), the guide's port 64379); the
         address that C(ray status --address) takes and that workers join.
     type: str
-    default: %(gcs_address)s
-""" % dict(gcs=GCS_PORT, gcs_address=DEFAULT_GCS_ADDRESS)
+    default: 127.0.0.1:64379
+"""

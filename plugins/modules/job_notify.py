@@ -77,7 +77,7 @@ attributes:
 seealso:
   - module: mtslime.posttrain.ray_job
 author:
-  - mtslime.posttrain contributors
+  - mtslime.posttrain contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -78,7 +78,7 @@ seealso:
   - module: mtslime.posttrain.mcore_checkpoint
   - module: mtslime.posttrain.hf_model_check
 author:
-  - mtslime.posttrain contributors
+  - mtslime.posttrain contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

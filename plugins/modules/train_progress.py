@@ -309,8 +309,6 @@ from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.common impor
 from ansible_collections.mtslime.posttrain.plugins.module_utils.logs.slime import summarize_file, summarize_text
 
 
-
-
 def main():
     module = AnsibleModule(
         argument_spec=dict(

@@ -84,7 +84,6 @@ def shape_from_model_args(model_args, train_args=None):
     }
 
 
-
 def shape_from_hf_config(config):
     """The model's shape from a Hugging Face config.json (Llama / Qwen2 / Qwen3 family, dense or MoE)."""
     def field(name, default=None):
@@ -173,8 +172,8 @@ def bytes_per_parameter(train_args, kind="training"):
             if momentum is None or float(momentum) != 0:
                 parts.append(("SGD momentum", 4))
         elif aware:
-            parts.append(("Adam moments", _dtype(args, "exp-avg-dtype", "fp32") + _dtype(args, "exp-avg-sq-dtype",
-                                                                                           "fp32")))
+            moments = _dtype(args, "exp-avg-dtype", "fp32") + _dtype(args, "exp-avg-sq-dtype", "fp32")
+            parts.append(("Adam moments", moments))
         else:
             parts.append(("fp32 Adam moments", 8))
     elif kind == "training":

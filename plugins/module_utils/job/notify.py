@@ -22,7 +22,8 @@ import os
 import subprocess
 import time
 import urllib.error
-import urllib.request
+
+from ansible.module_utils.urls import open_url
 
 from ansible_collections.mtslime.posttrain.plugins.module_utils.common import atomic_write
 from ansible_collections.mtslime.posttrain.plugins.module_utils.job.crash_loop import describe, streak_text
@@ -183,11 +184,10 @@ def post(url, document, retries=3, backoff=1.0, timeout=10, sleep=time.sleep):
     for attempt in range(retries + 1):
         if attempt:
             sleep(backoff * (2 ** (attempt - 1)))
-        request = urllib.request.Request(url, data=body, method="POST",
-                                         headers={"Content-Type": "application/json"})
         try:
-            with urllib.request.urlopen(request, timeout=timeout) as answer:
-                answer.read()
+            answer = open_url(url, data=body, method="POST", headers={"Content-Type": "application/json"},
+                              timeout=timeout, follow_redirects="safe")
+            answer.read()
             return True, None
         except urllib.error.HTTPError as exc:
             why = "HTTP %d %s" % (exc.code, exc.reason)
@@ -203,7 +203,7 @@ def run_command(command, document, timeout=60):
     """Run `command` (/bin/sh -c) with the event JSON on stdin: (True, None) or (False, why). Never raises."""
     try:
         done = subprocess.run(["/bin/sh", "-c", command], input=json.dumps(document).encode("utf-8"),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout, check=False)
     except Exception as exc:  # the play goes on; the failure is reported
         return False, "%s: %s" % (type(exc).__name__, exc)
     if done.returncode:

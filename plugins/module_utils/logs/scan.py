@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import re
 
-from ansible_collections.mtslime.posttrain.plugins.module_utils.logs.ansi import ANSI, strip_ansi  # noqa: F401
+from ansible_collections.mtslime.posttrain.plugins.module_utils.logs.ansi import strip_ansi
 from ansible_collections.mtslime.posttrain.plugins.module_utils.logs.tracebacks import (
     HEADER,
     TracebackScanner,
@@ -28,8 +28,6 @@ ERROR_PATTERNS = (
     re.compile(r"^\s*(?:ERROR|FATAL)\b|\] ERROR\b"),
     re.compile(r"\berror:", re.IGNORECASE),
 )
-
-
 
 
 # Lines that say nothing about how far a program got (is_progress): Python's warnings, printed as

@@ -36,7 +36,6 @@ S4000_MIB = 49152
 IOMMU_OFF_MIB = 32768
 
 
-
 def query_gpu(fields=NVIDIA_QUERY_FIELDS):
     """nvidia-smi's `--query-gpu=<fields>` argument."""
     return "--query-gpu=%s" % ",".join(fields)

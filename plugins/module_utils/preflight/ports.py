@@ -9,6 +9,7 @@ from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.processes im
 
 PROC = "/proc"
 
+
 def listening_inodes(ports, proc=PROC):
     """{port: set(inode)} of TCP sockets in LISTEN state (IPv4 and IPv6) on the given ports."""
     wanted = set(ports)

@@ -50,7 +50,7 @@ def _flag_targets():
     return targets + [("slime_model_args", None, flag) for flag in defaults["slime_model_args"]]
 
 
-@pytest.mark.parametrize("variable,group,flag", _flag_targets(), ids=lambda item: str(item))
+@pytest.mark.parametrize("variable,group,flag", _flag_targets(), ids=str)
 def test_every_default_flag_with_hostile_values_gives_problems_not_errors(variable, group, flag):
     for value in HOSTILE_FLAG_VALUES:
         values = copy.deepcopy(_defaults())

@@ -10,7 +10,7 @@ import stat
 from ansible_collections.mtslime.posttrain.plugins.module_utils.job import notify
 from ansible_collections.mtslime.posttrain.plugins.modules import job_notify
 
-from job.test_ray_job import warned  # noqa: F401 (fixture)
+from job.test_ray_job import warned  # noqa: F401 (fixture)  pylint: disable=unused-import
 
 EXP = "qwen3-8B"
 
@@ -134,9 +134,9 @@ def test_command_gets_the_event_json_on_stdin(tmp_path):
 
 
 # -- the module -------------------------------------------------------------------------------------------
-def args(tmp_path, url, job=RESUBMITTED, **extra):
+def args(tmp_path, url, job=None, **extra):
     found = {"experiment": EXP, "cluster": "c1", "host": "n1", "manifest_dir": str(tmp_path / "manifests"),
-             "job": job, "webhooks": [url], "retries": 1}
+             "job": RESUBMITTED if job is None else job, "webhooks": [url], "retries": 1}
     found.update(extra)
     return found
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ansible_collections.mtslime.posttrain.plugins.module_utils.job import notify
 from ansible_collections.mtslime.posttrain.plugins.modules import ray_job
 
+# pylint: disable=unused-import  # bed, followers and warned: pytest fixtures, used by name
 from job.test_crash_loop import CRASH, bed, steps  # noqa: F401 (fixture)
 from job.test_ray_job import followers, warned  # noqa: F401 (fixtures)
 
@@ -25,6 +26,6 @@ def test_a_resubmission_gives_the_failure_and_the_new_attempt(run_module, bed, w
     result, failed = run_module(ray_job, bed.args())
     assert not failed, result.get("msg")
     events = notify.job_events(result)
-    assert [(e["event"], e["job_id"]) for e in events] == [("attempt_failed", "qwen3-8B-attempt-1"),
-                                                          ("resubmitted", "qwen3-8B-attempt-2")]
+    assert [(e["event"], e["job_id"]) for e in events] == [
+        ("attempt_failed", "qwen3-8B-attempt-1"), ("resubmitted", "qwen3-8B-attempt-2")]
     assert events[1]["attempt"] == 2 and events[1]["detail"].startswith("after qwen3-8B-attempt-1 FAILED, ")

@@ -106,11 +106,13 @@ DOC_NAMES = {"DOCUMENTATION", "EXAMPLES", "RETURN"}
 
 
 def literal_ports(path):
-    """(line, text) of every number or string of a Python file that writes a guide port, apart from docstrings
-    and a module's DOCUMENTATION/EXAMPLES/RETURN (prose and samples)."""
+    """(line, text) of every number or string of a Python file that writes a guide port, apart from docstrings,
+    a module's DOCUMENTATION/EXAMPLES/RETURN and a doc fragment's attributes (prose and samples)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     skip = set()
     for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == "ModuleDocFragment":  # documentation, read as text
+            skip.update(id(item.value) for item in node.body if isinstance(item, ast.Assign))
         if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)):
             body = node.body
             if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):

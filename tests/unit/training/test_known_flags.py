@@ -107,5 +107,5 @@ SGLANG_SOURCES = {"slime": MIRRORS["slime"], "sglang": os.environ.get("MTSLIME_S
 def test_the_committed_sglang_list_is_what_the_sources_give():
     proc = subprocess.run([sys.executable, os.path.join(REPO, "tools", "sglang_flags.py"), "--slime-git",
                            SGLANG_SOURCES["slime"], "--sglang-wheel", SGLANG_SOURCES["sglang"], "--router-wheel",
-                           SGLANG_SOURCES["router"], "--check"], capture_output=True, text=True)
+                           SGLANG_SOURCES["router"], "--check"], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
