@@ -7,10 +7,13 @@ from __future__ import annotations
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
+from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.common import ray_argument_spec
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.job import first_step
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.waiting import SAY_EVERY, Waiter, duration
 
 display = Display()
+# doc fragment mtslime.posttrain.ray: passed on to ray_job, which applies their defaults
+RAY_OPTIONS = tuple(ray_argument_spec())
 
 
 class Poll:
@@ -30,8 +33,8 @@ class Poll:
         self.message = ""
 
     def __call__(self, _module_name, _module_args):
-        status_args = {"state": "status", "dashboard_url": self.args["dashboard_url"],
-                       "experiment": self.args["experiment"]}
+        status_args = {"state": "status", "experiment": self.args["experiment"]}
+        status_args.update((name, self.args[name]) for name in RAY_OPTIONS if name in self.args)
         found = self.execute("mtslime.posttrain.ray_job", status_args)
         if found.get("failed"):
             return {"failed": True, "msg": "reading the job's status failed: %s" % found.get("msg")}
@@ -57,12 +60,12 @@ class Poll:
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("dashboard_url", "experiment", "submission_id", "log_file", "timeout", "interval"))
+    _VALID_ARGS = frozenset(("experiment", "submission_id", "log_file", "timeout", "interval") + RAY_OPTIONS)
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         args = dict(self._task.args)
-        for name in ("dashboard_url", "experiment", "log_file"):
+        for name in ("experiment", "log_file"):
             if not args.get(name):
                 raise AnsibleActionFail("job_first_step: %s is required" % name)
         try:

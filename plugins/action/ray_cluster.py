@@ -8,6 +8,7 @@ from __future__ import annotations
 from ansible.plugins.action import ActionBase
 from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.api import parse_hostport
 from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.cluster_text import failure_message
+from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.common import DEFAULT_GCS_ADDRESS
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.waiting import Waiter
 
 MODULE = "mtslime.posttrain.ray_cluster"
@@ -37,10 +38,10 @@ def wait(waiter, args, timeout, interval):
     result["elapsed"] = round(waited, 1)
     if timed_out:
         try:
-            gcs_port = parse_hostport(args.get("gcs_address") or "127.0.0.1:64379")[1]
+            gcs_port = parse_hostport(args.get("gcs_address") or DEFAULT_GCS_ADDRESS)[1]
         except ValueError:
             gcs_port = 0
-        params = dict(args, timeout=timeout, gcs_address=args.get("gcs_address") or "127.0.0.1:64379")
+        params = dict(args, timeout=timeout, gcs_address=args.get("gcs_address") or DEFAULT_GCS_ADDRESS)
         result["failed"] = True
         result["msg"] = failure_message(result, params, result.get("dashboard_url"), gcs_port)
     return result

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.common import DASHBOARD_PORT, LOOPBACK
 
-# The head's own view of its dashboard: loopback answers whether ray_dashboard_host is
+# The head's own view of its dashboard is LOOPBACK: it answers whether ray_dashboard_host is
 # 127.0.0.1 (the default here) or 0.0.0.0 (the guide's).
-LOOPBACK = "127.0.0.1"
 
 
 def ray_dashboard_url(port, host=LOOPBACK):
@@ -17,7 +17,8 @@ def ray_dashboard_url(port, host=LOOPBACK):
         number = None
     if number is None or isinstance(port, bool) or not 0 < number < 65536:
         raise AnsibleFilterError(
-            "ray_dashboard_url: ray_dashboard_port is %r; set it to a TCP port number (1-65535, guide 8772)" % (port,)
+            "ray_dashboard_url: ray_dashboard_port is %r; set it to a TCP port number (1-65535, guide %d)"
+            % (port, DASHBOARD_PORT)
         )
     host = str(host or LOOPBACK)
     if ":" in host and not host.startswith("["):

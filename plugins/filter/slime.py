@@ -9,6 +9,7 @@ import re
 import shlex
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.mtslime.posttrain.plugins.module_utils.checkpoint import size
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.fleet import paths, topology
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.inventory import defaults
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.imports import module_utils_closure
@@ -170,6 +171,22 @@ def slime_module_utils_copies(names, directory, mode="0640"):
     return copies
 
 
+def slime_checkpoint_size(model_args, train_args=None, override_gib=None, kind="training"):
+    """{bytes, gib, size, parameters, bytes_per_parameter, basis} of one checkpoint: `override_gib` when set
+    (preflight_checkpoint_gib), else estimated from MODEL_ARGS and the run's flags (module_utils/checkpoint/size.py)."""
+    if override_gib is not None and override_gib != "":
+        gib = as_int(override_gib)
+        if gib is None or gib < 0:
+            raise AnsibleFilterError("preflight_checkpoint_gib is %r: set it to a whole number of GiB, or to null to "
+                                     "estimate the size from slime_model_args" % (override_gib,))
+        return {"bytes": gib * size.GIB, "gib": gib, "size": "%d GiB" % gib, "parameters": None,
+                "bytes_per_parameter": None, "basis": "preflight_checkpoint_gib"}
+    try:
+        return size.estimate(model_args, train_args=train_args, kind=kind)
+    except ValueError as error:
+        raise AnsibleFilterError("slime_checkpoint_size: %s" % error) from error
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -180,6 +197,7 @@ class FilterModule:
             "slime_shell_lines": slime_shell_lines,
             "slime_shell_comment": slime_shell_comment,
             "slime_host_path": slime_host_path,
+            "slime_checkpoint_size": slime_checkpoint_size,
             "slime_topology": slime_topology,
             "slime_storages": slime_storages,
             "slime_hostfile_lines": slime_hostfile_lines,

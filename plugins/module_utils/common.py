@@ -66,6 +66,20 @@ def shorten(text, limit=160):
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def norm_flag(name):
+    """A command-line flag's name as the inventory keys it: no leading dashes, '-' for '_', lower case."""
+    return str(name).lstrip("-").replace("_", "-").lower()
+
+
+def flag_on(value):
+    """The inventory's convention for MODEL_ARGS: true = a bare flag; false or null = left out."""
+    if value is None:
+        return False
+    if isinstance(value, str):
+        return value.strip().lower() not in ("false", "no", "off", "0")
+    return bool(value)
+
+
 def human_bytes(num):
     num = float(num)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):

@@ -77,7 +77,11 @@ elapsed:
   returned: always
   type: float
 progress:
-  description: "One line for people, for example C(running 0:03:12, 4.1 GiB of 16.4 GiB (25%), last: saving shard 3)."
+  description:
+    - "One line for people, for example C(running 0:03:12, 4.1 GiB of 16.4 GiB (25%), last: saving shard 3)."
+    - "C(last) is the last line of O(log_file) that says how far the task got: Python's warnings (C(file.py:12:
+      FutureWarning: ...) and the C(  warnings.warn() line under it), torch's C([W...]) warnings and the launcher's
+      noise are passed over. With O(lock) it is also the lock holder's C(doing) line that waiting runs show."
   returned: always
   type: str
 last_line:
@@ -108,9 +112,11 @@ result:
   type: dict
 first_error:
   description:
-    - "First error line of O(log_file) with its line number and the lines after it; for a Python traceback,
-      C(exception) is the line that ends it. Under torch's launcher the C([rank0]: ) prefix is removed and the
-      launcher's noise (c10d's C(destroy_process_group()) warning, torchrun's agent lines) is never an error."
+    - "First error line of O(log_file): C(lineno), C(line), C(context) (the lines after it), C(exception),
+      C(exception_lineno) and C(rank). For a Python traceback C(exception) is the exception line that ends it,
+      however long the traceback (the last exception of a chain), and C(rank) the rank that raised it. Under
+      torch's launcher the C([rank0]: ) prefix is removed and the launcher's noise (c10d's
+      C(destroy_process_group()) warning, torchrun's agent lines) is never an error."
   returned: when the task failed and O(log_file) is set
   type: dict
 fatal_error:
@@ -134,6 +140,7 @@ from ansible_collections.mtslime.posttrain.plugins.module_utils.logs.scan import
     fatal_error_in_file,
     first_error_in_file,
     last_line,
+    last_progress_line,
 )
 
 
@@ -215,8 +222,8 @@ def main():
     result = dict(changed=False, finished=finished, elapsed=round(elapsed, 1), job_failed=False)
     line = None
     if params["log_file"]:
-        line = last_line(params["log_file"])
-        result["last_line"] = line or ""
+        result["last_line"] = last_line(params["log_file"]) or ""
+        line = last_progress_line(params["log_file"])
     size = None
     if params["watch_path"]:
         size = path_size(params["watch_path"]) if os.path.exists(params["watch_path"]) else 0

@@ -149,7 +149,12 @@ import struct
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.mtslime.posttrain.plugins.module_utils.common import human_bytes, sha256_file
+from ansible_collections.mtslime.posttrain.plugins.module_utils.common import (
+    flag_on,
+    human_bytes,
+    norm_flag,
+    sha256_file,
+)
 
 CONFIG_FIELDS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
                  "intermediate_size", "vocab_size", "rms_norm_eps", "rope_theta", "tie_word_embeddings")
@@ -175,19 +180,6 @@ INDEX = "model.safetensors.index.json"
 SINGLE = "model.safetensors"
 RERUN = "the download was interrupted — rerun the model stage to resume it"
 REDOWNLOAD = "delete it and rerun the model stage to download it again"
-
-
-def norm_flag(name):
-    return str(name).lstrip("-").replace("_", "-").lower()
-
-
-def flag_on(value):
-    """The inventory's convention for MODEL_ARGS: true = a bare flag; false or null = left out."""
-    if value is None:
-        return False
-    if isinstance(value, str):
-        return value.strip().lower() not in ("false", "no", "off", "0")
-    return bool(value)
 
 
 def read_config(path, problems):

@@ -22,10 +22,6 @@ description:
     reported as a warning, once, and the wait goes on."
   - Reads only; the job is never stopped, also not on timeout.
 options:
-  dashboard_url:
-    description: The Ray dashboard / Jobs API URL, as the node reaches it.
-    type: str
-    required: true
   experiment:
     description: The experiment (C(slime_experiment)) whose job to wait for.
     type: str
@@ -48,6 +44,7 @@ options:
 extends_documentation_fragment:
   - mtslime.posttrain.attributes
   - mtslime.posttrain.attributes.INFO_MODULE
+  - mtslime.posttrain.ray
 seealso:
   - module: mtslime.posttrain.ray_job
   - module: mtslime.posttrain.train_progress
@@ -58,7 +55,7 @@ author:
 EXAMPLES = r"""
 - name: Wait for the first training step
   mtslime.posttrain.job_first_step:
-    dashboard_url: http://127.0.0.1:8772
+    dashboard_url: "{{ ray_dashboard_port | mtslime.posttrain.ray_dashboard_url }}"
     experiment: qwen3-8B
     submission_id: "{{ train_job_result.submission_id }}"
     log_file: /home/slime/musa_example/qwen_32b_sherry/logs/qwen3-8B.log

@@ -12,10 +12,19 @@ description:
   - Checks the node host (not the training container) for what the stages need, read-only, and reports
     every failure in one message, numbered, with the variable to change and the fix. Findings that do not
     stop the stages (shared memory larger than RAM) are Ansible warnings and RV(preflight_warnings).
-  - "Accelerators: the same probe as M(mtslime.posttrain.accelerator_info) (C(mthreads-gmi) or C(nvidia-smi)),
-    counted against O(accelerator.expected_count)."
+  - "Accelerators: C(mthreads-gmi) (MUSA) or C(nvidia-smi) (CUDA) on the node host, the devices with model name,
+    UUID, frame-buffer memory and driver version (RV(accelerator)), counted against O(accelerator.expected_count)
+    and O(accelerator.expected_memory_mib). C(mthreads-gmi) is read from its plain table first, the one format seen
+    in public captures of many versions (UUIDs added from C(-q --json)); only when the table lists no device are
+    C(-q --json), C(-q) and C(-L) tried, and devices read from C(-q) text or C(-L) (no public capture) come with
+    RV(accelerator.verified=false) and a warning. C(Error: No MT GPU device found.) (exit code 0) means zero devices.
+    C(nvidia-smi) is asked for a C(--query-gpu) CSV (again without a field an old driver rejects), then C(-L).
+    A MUSA card that shows 32768 MiB where 49152 MiB is expected (an MTT S4000) gets the IOMMU hint (Moore Threads'
+    FAQ: IOMMU on, PCIe ACS redirect off, mt-container-toolkit bound to Docker). With O(checks=[accelerator]) this
+    is the node's accelerator report alone."
   - "Docker: the engine must answer C(GET /_ping) with C(OK) on its socket; its version comes from C(/version).
-    The C(docker) client program is not needed."
+    The C(docker) client program is not needed. With O(docker.required), the node's Python must have the
+    C(requests) package, which the container role's C(community.docker) modules import on the node."
   - "Disk: free space at each path, or at its nearest existing parent, must cover what is going to be put there;
     paths on one filesystem must fit together."
   - "Shared memory: the container's C(--shm-size) is compared with the node's C(MemTotal) (a warning, not a failure)."
@@ -24,7 +33,7 @@ description:
   - "Commands: programs that must be on E(PATH)."
 options:
   accelerator:
-    description: What to look for, as in M(mtslime.posttrain.accelerator_info).
+    description: What accelerators the node must have.
     type: dict
     default: {}
     suboptions:
@@ -107,6 +116,11 @@ options:
             type: str
             choices: [trash, delete]
             default: trash
+          size_from:
+            description: "Where O(disk[].need_bytes) comes from, for the warning (for example
+              C(estimated from slime_model_args: ... parameters x 14 bytes) or C(preflight_checkpoint_gib))."
+            type: str
+            default: need_bytes
   shm:
     description: Shared memory the training container gets.
     type: dict
@@ -158,7 +172,7 @@ notes:
   - Sockets are looked up in C(/proc/net/tcp) and C(/proc/net/tcp6) of the node's network namespace, which the
     C(--net host) training container shares.
 seealso:
-  - module: mtslime.posttrain.accelerator_info
+  - module: mtslime.posttrain.ray_start
 author:
   - mtslime.posttrain contributors
 """
@@ -220,15 +234,70 @@ preflight_warnings:
   elements: str
 accelerator:
   description:
-    - The accelerator probe (see RV(mtslime.posttrain.accelerator_info#module:accelerator)).
+    - What the accelerator probe found (the play keeps it as C(slime_node_accelerator), which the Ray head's
+      C(--num-gpus), the container check and the job manifest read).
     - Empty when C(accelerator) is not in O(checks).
   returned: always
   type: dict
+  contains:
+    vendor:
+      description: V(musa) or V(cuda); null when V(auto) found no tool.
+      type: str
+    tool:
+      description: C(mthreads-gmi) or C(nvidia-smi).
+      type: str
+    tool_path:
+      description: Absolute path of the tool that was run; null when it was not found.
+      type: str
+    count:
+      description: Number of devices listed.
+      type: int
+    devices:
+      description: "One dict per device: C(index), C(name), C(uuid), C(memory_total_mib) (null when the format has no
+        memory)."
+      type: list
+      elements: dict
+    driver_version:
+      description: Driver version the tool reports, when it does.
+      type: str
+    source_format:
+      description: "Output the devices were read from: V(table), V(json), V(query), V(list) (mthreads-gmi) or V(csv),
+        V(list) (nvidia-smi)."
+      type: str
+    command:
+      description: The command line whose output was used.
+      type: str
+    verified:
+      description: Whether the devices were read from a format recorded from the real tool (V(false) for
+        C(mthreads-gmi -q) text and C(-L), reconstructed without a public capture); null without devices.
+      type: bool
+    no_device:
+      description: "C(mthreads-gmi)'s own C(Error: No MT GPU device found.) when it printed that (zero devices)."
+      type: str
+    nvlink:
+      description: Whether C(nvidia-smi topo -m) shows NVLink between the GPUs; null when not asked or not known.
+      type: bool
+    warnings:
+      description: What the probe found doubtful (an unverified format, two formats that disagree on the count).
+      type: list
+      elements: str
+    tool_output:
+      description: First non-empty line the tool printed (useful when it listed no devices).
+      type: str
+    attempts:
+      description: Every command tried, with its rc, the format and the number of devices read.
+      type: list
+      elements: dict
+    searched:
+      description: The vendors looked for, in order (V(musa), V(cuda)).
+      type: list
+      elements: str
 checks:
   description:
     - "One entry per check (C(accelerator), C(docker), C(disk), C(shm), C(ports), C(commands)), each with C(ok) and
       C(detail); C(skipped) when the check was not asked for (not in O(checks), or its option empty)."
-    - "C(docker) adds C(version), C(api_version), C(runtimes); C(disk), C(ports) and C(commands) add C(items);
+    - "C(docker) adds C(version), C(api_version), C(runtimes), C(python_requests); C(disk), C(ports) and
+      C(commands) add C(items);
       C(shm) adds C(size_bytes) and C(mem_total_bytes); a C(disk) item with O(disk[].projection) adds C(projection)
       (C(saves_total), C(saves_remaining), C(checkpoint_bytes), C(at_end), C(need_bytes), C(free_bytes), C(ok),
       C(fits_keep), C(warning))."
@@ -312,6 +381,7 @@ ARGUMENT_SPEC = dict(
                     save_interval=dict(type="int", required=True),
                     keep=dict(type="int", default=0),
                     prune=dict(type="str", choices=["trash", "delete"], default="trash"),
+                    size_from=dict(type="str", default="need_bytes"),
                 ),
             ),
         ),

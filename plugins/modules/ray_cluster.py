@@ -9,9 +9,9 @@ module: ray_cluster
 short_description: Check a Ray cluster through its GCS port and its dashboard, and wait for nodes and GPUs
 version_added: "0.1.0"
 description:
-  - Checks the two ports that the guide's FAQ Q1 tells apart. The GCS port (C(ray start --port), 64379 in the guide)
+  - Checks the two ports that the guide's FAQ Q1 tells apart. The GCS port (C(ray start --port), C(ray_gcs_port))
     gets a TCP connection and the HTTP/2 preface; Ray's GCS answers with an HTTP/2 SETTINGS frame (gRPC).
-    The dashboard (C(ray start --dashboard-port), 8772 in the guide) gets C(GET /api/version) and
+    The dashboard (C(ray start --dashboard-port), C(ray_dashboard_port)) gets C(GET /api/version) and
     C(GET /api/gcs_healthz).
   - Lists the nodes Ray knows with their IP address, state and GPU/CPU totals from the State API
     C(GET /api/v0/nodes) (falling back to the dashboard's C(GET /nodes?view=summary)), and compares them with
@@ -23,14 +23,6 @@ description:
   - A port mix-up (the GCS port given as O(dashboard_url), or the dashboard port as O(gcs_address)) is recognised
     from the protocol that answers and reported in RV(hints).
 options:
-  gcs_address:
-    description: The GCS address, C(host:port) (C(ray start --port)); the address that C(ray status --address) takes.
-    type: str
-    default: 127.0.0.1:64379
-  dashboard_url:
-    description: The dashboard / Jobs API URL (C(ray start --dashboard-port)); a missing C(http://) is added.
-    type: str
-    default: http://127.0.0.1:8772
   expected_nodes:
     description: IP addresses of the nodes that must be registered and alive (the first column of the guide's hostfile).
     type: list
@@ -53,18 +45,12 @@ options:
     type: int
     default: 5
   request_timeout:
-    description: Seconds one HTTP request or TCP connection may take.
-    type: int
     default: 5
-  use_proxy:
-    description:
-      - Send the dashboard requests through the E(http_proxy) of the environment. Off by default because the
-        dashboard is on the cluster's own network (the guide exports C(no_proxy=127.0.0.1) for the same reason).
-    type: bool
-    default: false
 extends_documentation_fragment:
   - mtslime.posttrain.attributes
   - mtslime.posttrain.attributes.INFO_MODULE
+  - mtslime.posttrain.ray
+  - mtslime.posttrain.ray.GCS
 seealso:
   - module: mtslime.posttrain.ray_job
 author:
@@ -74,12 +60,14 @@ author:
 EXAMPLES = r"""
 - name: Probe the head once (never fails for missing nodes)
   mtslime.posttrain.ray_cluster:
-    gcs_address: "127.0.0.1:64379"
-    dashboard_url: "http://127.0.0.1:8772"
+    gcs_address: "127.0.0.1:{{ ray_gcs_port }}"
+    dashboard_url: "{{ ray_dashboard_port | mtslime.posttrain.ray_dashboard_url }}"
   register: ray_probe
 
 - name: Start the head only when it is not up
-  ansible.builtin.command: ray start --head --dashboard-host=0.0.0.0 --dashboard-port=8772 --port=64379 --num-cpus=64
+  ansible.builtin.command: >-
+    ray start --head --dashboard-host=0.0.0.0 --dashboard-port={{ ray_dashboard_port }} --port={{ ray_gcs_port }}
+    --num-cpus=64
   when: not ray_probe.up
 
 - name: Wait until every node and GPU of the hostfile is registered
@@ -199,6 +187,7 @@ from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.api import (
     probe_port,
     url_port,
 )
+from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.common import GCS_PORT, ray_argument_spec
 from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.cluster_text import failure_message, progress_line
 
 
@@ -254,8 +243,8 @@ def probe(client, gcs_host, gcs_port, expected_nodes, expected_gpus, request_tim
     if not result["gcs_ok"] and result["dashboard_ok"] and gcs["protocol"] != "http":
         result["hints"].append(
             "the dashboard answers but %s:%d does not: check gcs_address against `ray start --port` "
-            "(64379 in the guide)"
-            % (gcs_host, gcs_port)
+            "(%d in the guide)"
+            % (gcs_host, gcs_port, GCS_PORT)
         )
 
     if result["hints"] and not any(PORT_HINT in hint for hint in result["hints"]):
@@ -289,14 +278,11 @@ def head_of(result, gcs_host, gcs_port, dashboard_url):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            gcs_address=dict(type="str", default="127.0.0.1:64379"),
-            dashboard_url=dict(type="str", default="http://127.0.0.1:8772"),
             expected_nodes=dict(type="list", elements="str", default=[]),
             expected_gpus=dict(type="int"),
             timeout=dict(type="int", default=0),
             interval=dict(type="int", default=5),
-            request_timeout=dict(type="int", default=5),
-            use_proxy=dict(type="bool", default=False),
+            **ray_argument_spec(request_timeout=5, gcs_address=True)
         ),
         supports_check_mode=True,
     )

@@ -61,10 +61,6 @@ options:
     type: str
     choices: [running, stopped, status]
     default: running
-  dashboard_url:
-    description: The dashboard / Jobs API URL (not the GCS port; see the guide's FAQ Q1).
-    type: str
-    default: http://127.0.0.1:8772
   experiment:
     description: Name of the experiment, for example V(qwen3-8B). Letters, digits, C(.), C(_) and C(-).
     type: str
@@ -158,14 +154,6 @@ options:
     type: int
     default: 60
     aliases: [job_timeout]
-  request_timeout:
-    description: Seconds one HTTP request may take.
-    type: int
-    default: 30
-  use_proxy:
-    description: Send requests through the E(http_proxy) of the environment. Off by default (the dashboard is local).
-    type: bool
-    default: false
   max_failures_at_step:
     description:
       - "The crash-loop rule (C(module_utils/job/crash_loop.py)): when this many attempts in a row FAILED without
@@ -182,6 +170,7 @@ options:
     default: false
 extends_documentation_fragment:
   - mtslime.posttrain.attributes
+  - mtslime.posttrain.ray
 attributes:
   check_mode:
     support: full
@@ -423,6 +412,7 @@ from ansible_collections.mtslime.posttrain.plugins.module_utils.job.result impor
 from ansible_collections.mtslime.posttrain.plugins.module_utils.job.manifest import manifest_dir
 from ansible_collections.mtslime.posttrain.plugins.module_utils.job import crash_loop
 from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.api import RayApiError, RayClient, normalize_url
+from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.common import ray_argument_spec
 
 EXPERIMENT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 RESTART_NOTE = "the running job keeps its arguments; stop it with playbooks/stop.yml to apply"
@@ -432,7 +422,6 @@ def build_module():
     return AnsibleModule(
         argument_spec=dict(
             state=dict(type="str", choices=["running", "stopped", "status"], default="running"),
-            dashboard_url=dict(type="str", default="http://127.0.0.1:8772"),
             experiment=dict(type="str", required=True),
             argv=dict(type="list", elements="str"),
             entrypoint_prefix=dict(type="list", elements="str", default=["python3", "train.py"]),
@@ -459,10 +448,9 @@ def build_module():
             log_follower=dict(type="str", choices=["auto", "ray", "python", "none"], default="auto"),
             follow_interval=dict(type="int", default=5),
             stop_timeout=dict(type="int", default=60, aliases=["job_timeout"]),
-            request_timeout=dict(type="int", default=30),
-            use_proxy=dict(type="bool", default=False),
             max_failures_at_step=dict(type="int", default=2),
             retry=dict(type="bool", default=False),
+            **ray_argument_spec()
         ),
         mutually_exclusive=[("argv", "entrypoint")],
         supports_check_mode=True,

@@ -33,7 +33,7 @@ options:
     choices: [head, worker]
     required: true
   gcs_address:
-    description: The head's GCS, C(ip:port) (C(ray start --port); guide 64379).
+    description: The head's GCS, C(ip:port) (C(ray start --port), C(ray_gcs_port)).
     type: str
     required: true
   node_ip:
@@ -83,6 +83,8 @@ options:
     type: list
     elements: str
     default: []
+  request_timeout:
+    default: 5
 extends_documentation_fragment:
   - mtslime.posttrain.ray
   - mtslime.posttrain.attributes
@@ -106,8 +108,8 @@ EXAMPLES = r"""
 - name: Start the Ray head, or leave it alone
   mtslime.posttrain.ray_start:
     role: head
-    gcs_address: 10.121.38.2:64379
-    dashboard_url: http://127.0.0.1:8772
+    gcs_address: "10.121.38.2:{{ ray_gcs_port }}"
+    dashboard_url: "{{ ray_dashboard_port | mtslime.posttrain.ray_dashboard_url }}"
     node_ip: 10.121.38.2
     num_gpus: 8
     num_cpus: 64
@@ -118,7 +120,7 @@ EXAMPLES = r"""
 - name: Join the head, or leave this worker alone
   mtslime.posttrain.ray_start:
     role: worker
-    gcs_address: 10.121.38.2:64379
+    gcs_address: "10.121.38.2:{{ ray_gcs_port }}"
     node_ip: 10.121.38.3
     num_gpus: 8
     num_cpus: 64

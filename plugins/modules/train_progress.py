@@ -32,11 +32,8 @@ options:
   log_file:
     description: The log file to read.
     type: path
-  dashboard_url:
-    description: The dashboard / Jobs API URL, to read the log of O(submission_id) instead of a file.
-    type: str
   submission_id:
-    description: The job whose log to read through the Jobs API.
+    description: The job whose log to read through the Jobs API at O(dashboard_url), instead of O(log_file).
     type: str
   max_bytes:
     description: Read at most this many bytes from the end of the log for the metrics (V(0) = all). The error scans
@@ -58,16 +55,11 @@ options:
         unless this is set.
     type: str
   request_timeout:
-    description: Seconds the Jobs API request may take.
-    type: int
     default: 60
-  use_proxy:
-    description: Send the Jobs API request through the E(http_proxy) of the environment.
-    type: bool
-    default: false
 extends_documentation_fragment:
   - mtslime.posttrain.attributes
   - mtslime.posttrain.attributes.INFO_MODULE
+  - mtslime.posttrain.ray
 seealso:
   - module: mtslime.posttrain.ray_job
 author:
@@ -93,7 +85,7 @@ EXAMPLES = r"""
 
 - name: Read a job's log through the Jobs API instead
   mtslime.posttrain.train_progress:
-    dashboard_url: "http://127.0.0.1:8772"
+    dashboard_url: "{{ ray_dashboard_port | mtslime.posttrain.ray_dashboard_url }}"
     submission_id: "{{ __train_job.submission_id }}"
 """
 
@@ -207,11 +199,14 @@ first_error:
       description: The guide's FAQ entry for it.
       type: str
     exception:
-      description: The exception line of the traceback it starts (the rank prefix removed), or the line itself when it
-        is one.
+      description: The exception line that ends the traceback it starts, however long the traceback (the last
+        exception of a chain; the rank prefix removed), or the line itself when it is one.
       type: str
+    exception_lineno:
+      description: Line number of RV(first_error.exception) (null when the log ends before it).
+      type: int
     rank:
-      description: "The rank of a C([rankN]: ) line under torch's launcher."
+      description: "The rank whose traceback it is (its C([rankN]: ) prefix under torch's launcher)."
       type: int
     context:
       description: The lines around it.
@@ -309,6 +304,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.api import RayApiError, RayClient, normalize_url
+from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.common import ray_argument_spec
 from ansible_collections.mtslime.posttrain.plugins.module_utils.logs.slime import summarize_file, summarize_text
 
 
@@ -319,18 +315,15 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             log_file=dict(type="path"),
-            dashboard_url=dict(type="str"),
             submission_id=dict(type="str"),
             max_bytes=dict(type="int", default=16 * 1024 * 1024),
             tail_lines=dict(type="int", default=20),
             context_lines=dict(type="int", default=5),
             status=dict(type="str"),
-            request_timeout=dict(type="int", default=60),
-            use_proxy=dict(type="bool", default=False),
+            **ray_argument_spec(request_timeout=60)
         ),
         required_one_of=[("log_file", "submission_id")],
         mutually_exclusive=[("log_file", "submission_id")],
-        required_together=[("dashboard_url", "submission_id")],
         supports_check_mode=True,
     )
     params = module.params

@@ -50,10 +50,11 @@ def test_shell_lines_group_values_and_quote():
 
 
 def test_unknown_flags_suggest_and_accept_passthrough():
-    found = known_flags.unknown_flags(["lr", "sglang-mem-fraction-static", "router-foo", "ref-laod"])
-    assert found == [("ref-laod", "ref-load")]
-    assert known_flags.unknown_flags(["zzz-qqq"]) == [("zzz-qqq", None)]
-    assert known_flags.unknown_flags(["zzz-qqq"], extra=["--zzz-qqq"]) == []
+    flags = ["lr", "sglang-mem-fraction-static", "router-foo", "ref-laod"]
+    assert [flag for flag in flags if known_flags.spec(flag) is None] == ["ref-laod"]
+    assert known_flags.suggestion("ref-laod") == "ref-load"
+    assert known_flags.spec("zzz-qqq") is None and known_flags.suggestion("zzz-qqq") is None
+    assert known_flags.spec("zzz-qqq", extra=["--zzz-qqq"]) is not None
 
 
 @pytest.mark.parametrize("value", ["false", "true", 1, 0, "no"])

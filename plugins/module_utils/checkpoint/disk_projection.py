@@ -1,8 +1,9 @@
 # How much disk a training run's checkpoints will take, for node_preflight's disk check:
 # the saves slime makes (num-rollout / save-interval, plus the last rollout, slime.md §4.1
 # cadence), times the size of one checkpoint (measured from the newest complete iteration
-# of the save dir when there is one, else the configured estimate), minus what retention
-# (train_job_keep_checkpoints with train_job_prune: delete) removes, against the free space.
+# of the save dir when there is one, else the estimate: module_utils/checkpoint/size.py or
+# preflight_checkpoint_gib), minus what retention (train_job_keep_checkpoints with
+# train_job_prune: delete) removes, against the free space.
 #
 # Standard library only; Python 3.8+.
 from __future__ import annotations
@@ -36,8 +37,10 @@ def on_disk_at_end(existing, remaining, keep, prune):
     return total
 
 
-def project(save_dir, free_bytes, estimate_bytes, num_rollout, save_interval, keep=0, prune="trash"):
-    """{saves_total, saves_remaining, start_rollout, existing, checkpoint_bytes, measured_from, at_end,
+def project(save_dir, free_bytes, estimate_bytes, num_rollout, save_interval, keep=0, prune="trash",
+            size_from="need_bytes"):
+    """`size_from` says where `estimate_bytes` comes from, for the warning.
+    {saves_total, saves_remaining, start_rollout, existing, checkpoint_bytes, measured_from, at_end,
     need_bytes, free_bytes, ok, fits_keep, warning}; `warning` is the message when it does not fit."""
     info = mcore.inspect_checkpoint(save_dir, expect="training") if os.path.isdir(save_dir) else None
     complete = (info or {}).get("complete_iterations") or []
@@ -66,7 +69,7 @@ def project(save_dir, free_bytes, estimate_bytes, num_rollout, save_interval, ke
         else:
             break
     result["fits_keep"] = fits
-    where = "size of %s" % os.path.basename(measured) if measured else "preflight_checkpoint_gib"
+    where = "size of %s" % os.path.basename(measured) if measured else size_from
     after = " (%d still to come after iteration %d)" % (remaining, tracker) if isinstance(tracker, int) else ""
     if keep and keep > 0 and prune == "delete":
         kept = "keeping the newest %d (train_job_keep_checkpoints %d, train_job_prune: delete) holds up to %d" % (

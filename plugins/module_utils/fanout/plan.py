@@ -85,22 +85,3 @@ def plan(storages, holders=(), external_seed=None, failed=(), max_chains=None):
         "done": [s["name"] for s in storages if s["name"] in set(holders)],
         "skipped": [s["name"] for s in storages if s["name"] in failed and s["name"] not in set(holders)],
     }
-
-
-def role_of(the_plan, name):
-    """What one storage does in the plan: 'seed', 'pull' or 'none'; and its entry."""
-    if name in the_plan["pullers"]:
-        return "pull", the_plan["pullers"][name]
-    if name in the_plan["servers"]:
-        return "seed", the_plan["servers"][name]
-    return "none", {}
-
-
-def storages_from_layout(storage_info, addresses):
-    """[{name, node, address}] from the facts play's slime_storage_info ({storage: {name, leader, nodes}}) and
-    {node: fleet address}, in storage order."""
-    result = []
-    for name, info in storage_info.items():
-        leader = info["leader"]
-        result.append({"name": name, "node": leader, "address": addresses.get(leader)})
-    return result

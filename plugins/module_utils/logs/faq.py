@@ -1,8 +1,14 @@
 # The guide's FAQ as data, and the rule that picks an entry for an error: the kind of a
-# failure, the FAQ entry that covers it and the guide's advice. Standard library only; Python 3.8+.
+# failure, the FAQ entry that covers it and the guide's advice. Python 3.8+.
 from __future__ import annotations
 
 import re
+
+from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.common import (
+    DASHBOARD_PORT,
+    DEFAULT_GCS_ADDRESS,
+    GCS_PORT,
+)
 
 # The first entry whose `error` patterns match the lines of an error (its traceback, or the line
 # and the few after it) gives `kind` and `hint`. `near` entries also match when a device error
@@ -57,9 +63,11 @@ HINTS = (
         "error": (r"Could not find any running Ray instance", r"Failed to connect to GCS", r"answers with HTTP/2"),
         "hint": (
             "Ray was not found at the address used (FAQ Q1): `ray status` needs the GCS port "
-            "(ray status --address=127.0.0.1:64379); `ray job submit` and RAY_ADDRESS need the dashboard port "
-            "(http://<head>:8772). Check that the head runs (ray start --head --port=64379 --dashboard-port=8772)."
-        ),
+            "(ray status --address=%(gcs_address)s); `ray job submit` and RAY_ADDRESS need the dashboard port "
+            "(http://<head>:%(dash)d). Check that the head runs "
+            "(ray start --head --port=%(gcs)d --dashboard-port=%(dash)d)."
+        )
+        % dict(gcs_address=DEFAULT_GCS_ADDRESS, gcs=GCS_PORT, dash=DASHBOARD_PORT),
     },
     {
         "kind": "router_connect",
@@ -135,8 +143,8 @@ PG_HINT = {
     "hint": (
         "slime waits without a time limit for a placement group of {needed} GPUs; after {elapsed}s Ray has "
         "{registered} registered and {available} available ({missing} missing). {why} The guide needs actor GPUs + "
-        "rollout GPUs = 4 + 4. Check `ray status --address=127.0.0.1:64379`: that every node joined, that Ray sees the "
-        "node's GPUs (start Ray with --num-gpus) and that no other job or actor holds them."
+        "rollout GPUs = 4 + 4. Check `ray status --address=" + DEFAULT_GCS_ADDRESS + "`: that every node joined, "
+        "that Ray sees the node's GPUs (start Ray with --num-gpus) and that no other job or actor holds them."
     ),
     "unregistered": "{unregistered} of the GPUs are not registered with Ray at all (a node did not join, or its Ray "
     "was started without its GPUs).",

@@ -8,6 +8,7 @@ import os
 import re
 
 from ansible_collections.mtslime.posttrain.plugins.module_utils.logs.tracebacks import (
+    HEADER,
     TracebackScanner,
     is_noise,
     split_rank,
@@ -33,8 +34,16 @@ def strip_ansi(text):
     return ANSI.sub("", text)
 
 
-def last_line(path, max_bytes=65536):
-    """The last non-empty line of a file, or None."""
+# Lines that say nothing about how far a program got (is_progress): Python's warnings, printed as
+# "/path/file.py:144: FutureWarning: message" with the warning's source line indented under it
+# ("  warnings.warn("), the C++ and glog warnings of torch ("[W1201 10:00:41.5 file.cpp:12] Warning: ...",
+# "W1201 10:00:41.5 123 file.py:12] ..."), logging's "WARNING:name:..." and the launcher's noise.
+PY_WARNING = re.compile(r"^\S.*?:\d+: (?:[A-Za-z_][\w.]*)?Warning: ")
+WARN_CALL = re.compile(r"^\s*(?:warnings\.)?warn(?:_explicit)?\(")
+OTHER_WARNING = re.compile(r"^\[W\d{3,4} |^W\d{4} \d\d:\d\d|^(?:WARNING|Warning)\b[:\s]")
+
+
+def _tail_lines(path, max_bytes):
     try:
         size = os.path.getsize(path)
         with open(path, "rb") as handle:
@@ -42,47 +51,67 @@ def last_line(path, max_bytes=65536):
             tail = handle.read().decode("utf-8", errors="replace")
     except OSError:
         return None
-    for line in reversed(tail.splitlines()):
-        line = strip_ansi(line).strip()
-        if line:
-            return line
+    return [strip_ansi(line) for line in tail.splitlines()]
+
+
+def last_line(path, max_bytes=65536):
+    """The last non-empty line of a file, or None."""
+    for line in reversed(_tail_lines(path, max_bytes) or []):
+        if line.strip():
+            return line.strip()
     return None
 
 
-def first_error(lines, context=5, traceback_limit=300):
+def is_progress(lines, index):
+    """Whether lines[index] says how far the program got: not empty, not a warning (nor the source line
+    Python prints under a warning), not launcher noise. Torch's "[rankN]: " prefix is looked through."""
+    text = split_rank(lines[index])[1]
+    if not text.strip() or WARN_CALL.match(text) or is_noise(text) or OTHER_WARNING.match(text.lstrip()):
+        return False
+    if PY_WARNING.match(text):
+        return False
+    if text[:1].isspace() and index > 0 and PY_WARNING.match(split_rank(lines[index - 1])[1]):
+        return False  # the warning's source line
+    return True
+
+
+def last_progress_line(path, max_bytes=65536):
+    """The last line of a log that says how far the program got (is_progress), stripped; None when the
+    end of the log has none. What a waiting run shows as "last:" and the lock holder's "doing" line."""
+    lines = _tail_lines(path, max_bytes) or []
+    for index in range(len(lines) - 1, -1, -1):
+        if is_progress(lines, index):
+            return lines[index].strip()
+    return None
+
+
+def first_error(lines, context=5):
     """First line matching ERROR_PATTERNS in an iterable of lines (torch's "[rankN]: " prefix
     removed for matching, launcher noise skipped).
 
-    Returns {"lineno", "line", "context", "exception"} or None: `context` are the lines after it;
-    when the line starts a Python traceback, `exception` is the line that ends it (for example
-    "RuntimeError: ..."), which says what went wrong, without the rank prefix."""
-    found = None
-    after = []
-    for number, raw in enumerate(lines, start=1):
-        line = strip_ansi(raw.rstrip("\r\n"))
-        text = split_rank(line)[1]
-        if found is not None:
-            if len(after) < context:
-                after.append(line)
-            if found["exception"] is None and found["in_traceback"] and not is_noise(text):
-                if number - found["lineno"] > traceback_limit:
-                    found["in_traceback"] = False
-                elif text and not text[0].isspace() and not text.startswith(("Traceback", "During handling",
-                                                                              "The above exception")):
-                    found["exception"] = text.strip()
-                    found["in_traceback"] = False
-            if len(after) >= context and not found["in_traceback"]:
-                break
-            continue
-        if not is_noise(text) and any(pattern.search(text) for pattern in ERROR_PATTERNS):
-            traceback = text.lstrip().startswith("Traceback")
-            found = {"lineno": number, "line": line.strip(), "exception": None if traceback else text.strip(),
-                     "in_traceback": traceback}
+    Returns {"lineno", "line", "context", "exception", "exception_lineno", "rank"} or None: `context`
+    are the lines after it; `exception` says what went wrong without the rank prefix: when the line
+    starts a Python traceback, the exception line that ends it however long it is (the last of a
+    chain, TracebackScanner.exception_of) at `exception_lineno`, raised by `rank`; otherwise the line
+    itself."""
+    scanner = FirstErrorScanner(context=context)
+    for raw in lines:
+        scanner.feed(raw)
+        if scanner.done:
+            break
+    found = scanner.result()
     if found is None:
         return None
-    found.pop("in_traceback")
-    found["context"] = after
-    return found
+    ending = found["traceback"]
+    rank, text = split_rank(found["line"])
+    if ending:
+        exception, exception_lineno, rank = ending["exception"], ending["lineno"], ending["rank"]
+    elif HEADER in text:
+        exception, exception_lineno = None, None
+    else:
+        exception, exception_lineno = text.strip(), found["lineno"]
+    return {"lineno": found["lineno"], "line": found["line"], "context": found["context"], "exception": exception,
+            "exception_lineno": exception_lineno, "rank": rank}
 
 
 def fatal_error(lines):
@@ -118,42 +147,58 @@ class FirstErrorScanner:
     """Incremental form of first_error, for a pass over a log that does other work too.
 
     feed(raw_line) once per line (line numbers count from 1); result() gives
-    {"lineno", "line", "context", "before"} or None: `context` are the lines after the
-    error (as first_error), `before` up to `before` lines in front of it.
+    {"lineno", "line", "context", "before", "traceback"} or None: `context` are the lines after the
+    error (as first_error), `before` up to `before` lines in front of it, `traceback` the exception
+    that ends the traceback when the error line is its header (TracebackScanner.exception_of).
     `clean(line)` may rewrite a line before it is matched (for example to remove a
     Ray actor prefix so that '^Traceback' matches); torch's rank prefix is removed
-    after it. The reported lines are only ANSI-stripped. `ignore` patterns veto a
-    match (known harmless lines); launcher noise never matches."""
+    after it. `split(line)` gives (message, source, plain) for the traceback scanner (`tracebacks`,
+    which also knows the log's fatal error) and, without `clean`, the message (stripped) is what is
+    matched; by default the line is its own message. The reported
+    lines are only ANSI-stripped. `ignore` patterns veto a match (known harmless lines); launcher
+    noise never matches."""
 
-    def __init__(self, context=5, before=0, patterns=ERROR_PATTERNS, ignore=(), clean=None):
+    def __init__(self, context=5, before=0, patterns=ERROR_PATTERNS, ignore=(), clean=None, split=None):
         self.context = context
         self.before = before
         self.patterns = tuple(patterns)
         self.ignore = tuple(ignore)
         self.clean = clean
+        self.split = split
+        self.tracebacks = TracebackScanner(before=before)
         self.lineno = 0
+        self.message = None  # split()'s message of the line fed last
         self.found = None
         self._recent = []
 
     @property
     def done(self):
-        return self.found is not None and len(self.found["context"]) >= self.context
+        """The first error and its context are read, and so is the traceback it starts."""
+        return (self.found is not None and len(self.found["context"]) >= self.context
+                and not self.tracebacks.reading(self.found["lineno"]))
 
-    def matches(self, line):
-        text = split_rank(self.clean(line) if self.clean else line)[1]
+    def matches(self, line, message=None):
+        """Whether `line` is an error line; `message` is split(line)'s, matched (stripped) when there is no clean."""
+        if self.clean:
+            line = self.clean(line)
+        elif message is not None:
+            line = message.strip()
+        text = split_rank(line)[1]
         if is_noise(text) or any(pattern.search(text) for pattern in self.ignore):
             return False
         return any(pattern.search(text) for pattern in self.patterns)
 
     def feed(self, raw):
         self.lineno += 1
-        if self.done:
-            return
         line = strip_ansi(raw.rstrip("\r\n"))
+        message, source, plain = self.split(line) if self.split else (line, "", True)
+        self.message = message
+        self.tracebacks.feed(self.lineno, line, message, source, plain)
         if self.found is not None:
-            self.found["context"].append(line)
+            if len(self.found["context"]) < self.context:
+                self.found["context"].append(line)
             return
-        if self.matches(line):
+        if self.matches(line, message if self.split else None):
             self.found = {"lineno": self.lineno, "line": line.strip(), "context": [], "before": list(self._recent)}
             return
         if self.before:
@@ -164,4 +209,5 @@ class FirstErrorScanner:
     def result(self):
         if self.found is None:
             return None
-        return dict(self.found, context=list(self.found["context"]), before=list(self.found["before"]))
+        return dict(self.found, context=list(self.found["context"]), before=list(self.found["before"]),
+                    traceback=self.tracebacks.exception_of(self.found["lineno"]))

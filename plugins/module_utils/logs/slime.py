@@ -30,10 +30,7 @@ from ansible_collections.mtslime.posttrain.plugins.module_utils.logs.faq import 
     classify as classify_lines,
 )
 from ansible_collections.mtslime.posttrain.plugins.module_utils.logs.tracebacks import (
-    CHAIN,
     EXCEPTION_LINE,
-    HEADER,
-    TracebackScanner,
     is_noise,
     split_rank,
 )
@@ -103,11 +100,6 @@ def clean_line(line):
     return message_of(line)[0].strip()
 
 
-def actor_of(line):
-    match = RAY_PREFIX.match(strip_ansi(line))
-    return (match.group("actor") or "") if match and "pid=" in match.group(0) else None
-
-
 def parse_metric(line):
     """(kind, id, payload dict) for a metric line, else None."""
     match = METRIC.match(clean_line(line))
@@ -121,9 +113,9 @@ def parse_metric(line):
 
 # -- errors and their hints -------------------------------------------------------
 def new_error_scanner(before=20, after=60):
-    """A FirstErrorScanner for slime logs: Ray/logger prefixes removed before matching,
-    a wide window kept so the hint can see the end of a traceback."""
-    return FirstErrorScanner(context=after, before=before, patterns=ERROR_PATTERNS, ignore=IGNORE, clean=clean_line)
+    """A FirstErrorScanner for slime logs: Ray/logger prefixes removed before matching (and Ray's
+    actors told apart in tracebacks), a wide window kept so the hint can see the end of a traceback."""
+    return FirstErrorScanner(context=after, before=before, patterns=ERROR_PATTERNS, ignore=IGNORE, split=message_of)
 
 
 def _meaningful(lines):
@@ -155,29 +147,16 @@ def classify(found):
     return classify_lines(_error_window(found), _meaningful(found.get("before") or []))
 
 
-def _exception_after(found):
-    """The exception line that ends the traceback whose header is found["line"]: the first line of
-    the same writer (Ray actor, rank) after it that is not a frame, a blank or a chain line."""
-    head, source, _plain = message_of(found["line"])
-    rank = split_rank(head)[0]
-    for raw in found.get("context") or []:
-        text, line_source, _plain = message_of(raw)
-        line_rank, text = split_rank(text)
-        if line_source != source or line_rank != rank or is_noise(text):
-            continue
-        stripped = text.strip()
-        if stripped and not text[:1].isspace() and stripped not in CHAIN and HEADER not in stripped:
-            return stripped
-    return None
-
-
 def describe_error(found, context_lines=5):
-    """The first_error result: {lineno, line, kind, faq, exception, rank, context, context_start}."""
+    """The first_error result: {lineno, line, kind, faq, exception, exception_lineno, rank, context,
+    context_start}. For a traceback's header, `exception` is the exception line that ends it (the last
+    of a chain, however long the traceback) and `rank` the rank that raised it."""
     kind, faq, hint = classify(found)
     rank, head = split_rank(clean_line(found["line"]))
-    exception = head if EXCEPTION_LINE.match(head) else None
-    if HEADER in head:
-        exception = _exception_after(found)
+    exception, exception_lineno = (head, found["lineno"]) if EXCEPTION_LINE.match(head) else (None, None)
+    ending = found.get("traceback")
+    if ending:
+        exception, exception_lineno, rank = ending["exception"], ending["lineno"], ending["rank"]
     before = (found.get("before") or [])[-context_lines:] if context_lines else []
     after = (found.get("context") or [])[: max(context_lines * 2, 0)]
     return {
@@ -186,6 +165,7 @@ def describe_error(found, context_lines=5):
         "kind": kind,
         "faq": faq,
         "exception": exception,
+        "exception_lineno": exception_lineno,
         "rank": rank,
         "context": before + [found["line"]] + after,
         "context_start": found["lineno"] - len(before),
@@ -310,7 +290,6 @@ class _Scan:
 
     def __init__(self, before=20, after=60):
         self.errors = new_error_scanner(before=before, after=after)
-        self.tracebacks = TracebackScanner(before=before)
         self.steps = 0
         self.first_step = None
         self.last_step_lineno = 0
@@ -319,8 +298,7 @@ class _Scan:
     def feed(self, raw):
         self.total += 1
         self.errors.feed(raw)
-        message, source, plain = message_of(raw)
-        self.tracebacks.feed(self.total, strip_ansi(raw).rstrip("\r\n"), message, source, plain)
+        message = self.errors.message
         if "step " in message:
             match = METRIC.match(message.strip())
             if match and match.group("kind") == "step":
@@ -337,7 +315,7 @@ class _Scan:
         consequence (a dead scheduler after an OOM) or has none."""
         found = self.errors.result()
         first, first_hint = describe_error(found, context_lines) if found else (None, None)
-        block = self.tracebacks.fatal()
+        block = self.errors.tracebacks.fatal()
         if block is None or block["lineno"] <= self.last_step_lineno:
             return first, None, first_hint, "first_error" if first_hint else None
         fatal, fatal_hint = describe_fatal(block)

@@ -15,6 +15,9 @@
 #   followed by the remote frames and the remote exception line; a log read from the middle of a
 #   traceback has no "Traceback" header above it.
 # - A traceback does not mean the job failed: handled exceptions are printed too.
+# - A traceback can be thousands of lines long (a RecursionError prints a frame per call) and chained
+#   ("During handling of the above exception, another exception occurred:" / "The above exception was the
+#   direct cause of the following exception:"): the exception that ended it is its last exception line.
 # Standard library only; Python 3.8+.
 from __future__ import annotations
 
@@ -129,6 +132,12 @@ class _Block(object):
         }
 
 
+def _ending(found):
+    ending = {key: found[key] for key in ("lineno", "line", "type", "rank", "source", "task")}
+    ending["exception"] = found["exception"].strip()
+    return ending
+
+
 class TracebackScanner(object):
     """Reads a log line by line and keeps the last traceback of each source.
 
@@ -142,6 +151,7 @@ class TracebackScanner(object):
         self.open = {}
         self.last = None
         self.last_by_rank = {}
+        self.ended = {}  # header line number -> the traceback's last exception (exception_of)
         self.root_cause_rank = None
         self._in_root_cause = False
         self._before = before
@@ -151,9 +161,11 @@ class TracebackScanner(object):
         block = self.open.pop(key, None)
         if block is None or block.exception is None:
             return
+        found = block.describe()
+        if block.start is not None:
+            self.ended[block.start] = _ending(found)
         if block.launcher:
             return
-        found = block.describe()
         self.last = found
         if block.rank is not None:
             self.last_by_rank[block.rank] = found
@@ -242,6 +254,23 @@ class TracebackScanner(object):
                 self._in_root_cause = False
             elif text.startswith("="):
                 self._in_root_cause = False
+
+    def exception_of(self, start):
+        """The exception that ends the traceback whose header ("Traceback (most recent call last):") is line
+        `start`, however long the traceback: the last exception of a chain, with the rank whose prefix its
+        lines carry and the writer (Ray actor "pid=N") that printed it. {lineno, line, exception, type, rank,
+        source, task}, or None when no traceback starts at `start` or its exception line has not been read yet
+        (a traceback still being read gives its latest exception line)."""
+        if start in self.ended:
+            return self.ended[start]
+        for block in self.open.values():
+            if block.start == start and block.exception is not None:
+                return _ending(block.describe())
+        return None
+
+    def reading(self, start):
+        """Whether the traceback whose header is line `start` may still go on (its chain included)."""
+        return any(block.start == start for block in self.open.values())
 
     def finish(self):
         for key in list(self.open):

@@ -35,7 +35,12 @@ TOOL_TIMEOUT = 60
 S4000_MIB = 49152
 IOMMU_OFF_MIB = 32768
 
-NVIDIA_QUERY = "--query-gpu=%s" % ",".join(NVIDIA_QUERY_FIELDS)
+
+
+def query_gpu(fields=NVIDIA_QUERY_FIELDS):
+    """nvidia-smi's `--query-gpu=<fields>` argument."""
+    return "--query-gpu=%s" % ",".join(fields)
+
 
 # ---------------------------------------------------------------- hints
 
@@ -221,7 +226,7 @@ def _smi_query(tool_path, run, result, fields):
     """The CSV query; an old driver that does not know a field answers rc 2 `Field "x" is not a valid field to
     query.`: ask again without it (index and name are always needed)."""
     while True:
-        argv = [tool_path, "--query-gpu=%s" % ",".join(fields), "--format=csv,noheader,nounits"]
+        argv = [tool_path, query_gpu(fields), "--format=csv,noheader,nounits"]
         driver, devices = _attempt(result, run, argv, lambda text, asked=fields: parse_smi_csv(text, asked), "csv")
         if devices:
             return argv, driver, devices

@@ -57,7 +57,8 @@ def nearest_existing(path):
 def project_run(path, free, need, projection):
     """The run's checkpoints against the free space (a warning when they do not fit)."""
     return project(os.path.abspath(os.path.expanduser(path)), free, need, projection["num_rollout"],
-                   projection["save_interval"], projection.get("keep") or 0, projection.get("prune") or "trash")
+                   projection["save_interval"], projection.get("keep") or 0, projection.get("prune") or "trash",
+                   projection.get("size_from") or "need_bytes")
 
 
 def check_disk(items):

@@ -1,11 +1,16 @@
 # node_preflight's Docker check: the engine API over its unix socket (or plain-HTTP TCP), with no
 # docker client program: GET /_ping must answer OK; /version and /info add the version and runtimes.
+# It also checks what the container role's community.docker modules need in the node's Python (requests):
+# they run on the node with the interpreter that runs this check.
 from __future__ import annotations
 
 import http.client
+import importlib.util
 import json
+import platform
 import re
 import socket
+import sys
 
 from ansible_collections.mtslime.posttrain.plugins.module_utils.common import shorten
 
@@ -54,7 +59,31 @@ def docker_get(address, path, timeout=DOCKER_TIMEOUT):
         conn.close()
 
 
+def requests_problem():
+    """Why community.docker's modules cannot run with this Python (they import requests), or None."""
+    if importlib.util.find_spec("requests") is not None:
+        return None
+    return (
+        "the node's Python %s (%s) lacks the requests package, which the container role's community.docker modules "
+        "import on the node; install it for that interpreter (Debian/Ubuntu: apt install python3-requests; RHEL: "
+        "dnf install python3-requests) or set ansible_python_interpreter to a Python that has it"
+        % (platform.python_version(), sys.executable)
+    )
+
+
 def check_docker(docker):
+    """(failures, check entry): the engine answers, and (when the node runs a training container) the node's
+    Python can run community.docker's modules."""
+    failures, info = check_engine(docker)
+    missing = requests_problem() if docker.get("required", True) else None
+    info["python_requests"] = importlib.util.find_spec("requests") is not None
+    if missing:
+        failures = failures + [missing]
+        info["ok"] = False
+    return failures, info
+
+
+def check_engine(docker):
     address = docker.get("socket") or "unix:///var/run/docker.sock"
     try:
         _, where = docker_connection(address)

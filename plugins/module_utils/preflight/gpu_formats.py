@@ -118,10 +118,6 @@ def parse_list(text):
     return devices
 
 
-parse_gmi_list = parse_list
-parse_smi_list = parse_list
-
-
 # ---------------------------------------------------------------- mthreads-gmi JSON
 
 

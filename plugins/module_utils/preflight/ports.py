@@ -1,23 +1,13 @@
 # node_preflight's port check: which process listens on a TCP port (from /proc/net/tcp{,6} and the
-# /proc/<pid>/fd links), and whether it is Ray (which the Ray stage takes over) or something else.
+# /proc/<pid>/fd links), and whether it is Ray (ray/processes.py; the Ray stage takes it over) or something else.
 from __future__ import annotations
 
 import os
 
 from ansible_collections.mtslime.posttrain.plugins.module_utils.common import shorten
+from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.processes import is_ray, process_args
 
 PROC = "/proc"
-
-RAY_PROGRAMS = ("gcs_server", "raylet")
-RAY_MARKERS = (
-    "/ray/dashboard/",
-    "ray/dashboard",
-    "ray.dashboard",
-    "/ray/_private/",
-    "ray.util.client.server",
-    "/ray/core/src/ray/",
-)
-
 
 def listening_inodes(ports, proc=PROC):
     """{port: set(inode)} of TCP sockets in LISTEN state (IPv4 and IPv6) on the given ports."""
@@ -69,36 +59,6 @@ def socket_owners(inodes, proc=PROC):
             if target in targets:
                 owners.setdefault(targets[target], []).append(int(name))
     return owners, denied
-
-
-def process_args(pid, proc=PROC):
-    try:
-        with open(os.path.join(proc, str(pid), "cmdline"), "rb") as handle:
-            raw = handle.read()
-    except OSError:
-        raw = b""
-    args = [a.decode("utf-8", "replace") for a in raw.split(b"\0") if a]
-    comm = ""
-    try:
-        with open(os.path.join(proc, str(pid), "comm"), encoding="utf-8", errors="replace") as handle:
-            comm = handle.read().strip()
-    except OSError:
-        pass
-    return args, comm
-
-
-def is_ray(args, comm=""):
-    """Whether a command line is one of Ray's processes: gcs_server, raylet, the dashboard (and its agent),
-    the client server, or a `ray::` worker/actor."""
-    joined = " ".join(args)
-    if comm in RAY_PROGRAMS or any(os.path.basename(a) in RAY_PROGRAMS for a in args[:1]):
-        return True
-    if joined.startswith("ray::") or comm.startswith("ray::"):
-        return True
-    if any(os.path.basename(a) in RAY_PROGRAMS for a in args):
-        return True
-    return any(marker in joined for marker in RAY_MARKERS)
-
 
 
 def check_ports(items, proc=PROC):

@@ -49,20 +49,27 @@ from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.package impo
     split_package_uri,
 )
 
-DEFAULT_DASHBOARD_URL = "http://127.0.0.1:8772"
-DEFAULT_GCS_ADDRESS = "127.0.0.1:64379"
+from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.common import (  # noqa: E402
+    DASHBOARD_PORT,
+    DEFAULT_DASHBOARD_URL,
+    DEFAULT_GCS_ADDRESS,
+    GCS_PORT,
+    RAY_DEFAULT_GCS_PORT,
+)
+
 # Ports people give for the dashboard by mistake: the guide's GCS port and Ray's default GCS port.
-GCS_PORTS = (64379, 6379)
+GCS_PORTS = (GCS_PORT, RAY_DEFAULT_GCS_PORT)
 
 PORT_HINT = (
     "FAQ Q1: Ray has two ports. The dashboard / Jobs API is HTTP on the port given to "
-    "`ray start --dashboard-port` (8772 in the guide): use it for dashboard_url and RAY_ADDRESS=http://<head>:8772 "
-    "(`ray job submit`, `ray job list`). The GCS port given to `ray start --port` (64379 in the guide) speaks gRPC, "
-    "not HTTP: it is for `ray status --address=127.0.0.1:64379` and for worker nodes joining."
-)
+    "`ray start --dashboard-port` (%(dash)d in the guide): use it for dashboard_url and "
+    "RAY_ADDRESS=http://<head>:%(dash)d (`ray job submit`, `ray job list`). The GCS port given to "
+    "`ray start --port` (%(gcs)d in the guide) speaks gRPC, not HTTP: it is for "
+    "`ray status --address=%(gcs_address)s` and for worker nodes joining."
+) % dict(dash=DASHBOARD_PORT, gcs=GCS_PORT, gcs_address=DEFAULT_GCS_ADDRESS)
 DOWN_HINT = (
     "nothing answers there: is the Ray head running (`ray start --head --dashboard-host=0.0.0.0 "
-    "--dashboard-port=8772 --port=64379`)? If it is, check the port: " + PORT_HINT
+    "--dashboard-port=%d --port=%d`)? If it is, check the port: " % (DASHBOARD_PORT, GCS_PORT) + PORT_HINT
 )
 PROXY_HINT = (
     "an HTTP proxy may be answering instead of Ray: the guide exports no_proxy=127.0.0.1; add the head's "
@@ -81,8 +88,8 @@ def normalize_url(url):
     parsed = urlparse(url)
     if parsed.scheme not in ("http", "https"):
         raise ValueError(
-            "dashboard_url %r has scheme %r; the Jobs API is plain HTTP(S), e.g. http://127.0.0.1:8772. %s"
-            % (url, parsed.scheme, PORT_HINT)
+            "dashboard_url %r has scheme %r; the Jobs API is plain HTTP(S), e.g. %s. %s"
+            % (url, parsed.scheme, DEFAULT_DASHBOARD_URL, PORT_HINT)
         )
     if not parsed.hostname:
         raise ValueError("dashboard_url %r has no host" % url)
@@ -104,15 +111,15 @@ def parse_hostport(address, default_port=None):
     """'10.0.0.1:64379' -> ('10.0.0.1', 64379); '[::1]:64379' too. ValueError when malformed."""
     address = (address or "").strip()
     if "://" in address:
-        raise ValueError("%r is a URL; the GCS address is host:port, e.g. 127.0.0.1:64379" % address)
+        raise ValueError("%r is a URL; the GCS address is host:port, e.g. %s" % (address, DEFAULT_GCS_ADDRESS))
     match = re.match(r"^\[(?P<h6>[^\]]+)\](?::(?P<p6>\d+))?$|^(?P<h>[^:\s]+)(?::(?P<p>\d+))?$", address)
     if not match:
-        raise ValueError("%r is not host:port (e.g. 127.0.0.1:64379)" % address)
+        raise ValueError("%r is not host:port (e.g. %s)" % (address, DEFAULT_GCS_ADDRESS))
     host = match.group("h6") or match.group("h")
     port = match.group("p6") or match.group("p")
     if port is None:
         if default_port is None:
-            raise ValueError("%r has no port (e.g. 127.0.0.1:64379)" % address)
+            raise ValueError("%r has no port (e.g. %s)" % (address, DEFAULT_GCS_ADDRESS))
         port = default_port
     port = int(port)
     if not 0 < port < 65536:

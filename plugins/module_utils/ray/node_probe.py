@@ -1,39 +1,16 @@
 # What a node shows about its own Ray, read-only and fast (no `ray status`, which takes
-# 40 s to fail on a dead head): Ray's processes in /proc, the cluster address Ray
+# 40 s to fail on a dead head): Ray's processes in /proc (ray/processes.py), the cluster address Ray
 # recorded at `ray start` (/tmp/ray/ray_current_cluster), whether that address answers,
 # and which of the given TCP ports something listens on (/proc/net/tcp, tcp6).
 from __future__ import annotations
 
-import os
 import socket
 
 from ansible_collections.mtslime.posttrain.plugins.module_utils.preflight.ports import listening_inodes
+from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.processes import ray_processes
 
 PROC = "/proc"
 RAY_CLUSTER_FILE = "/tmp/ray/ray_current_cluster"
-# The processes of a Ray node (the same set as `pgrep -f 'gcs_server|raylet|ray/dashboard|ray::'`).
-MARKERS = ("gcs_server", "raylet", "ray/dashboard", "ray::")
-
-
-def ray_processes(proc=PROC, me=None):
-    """[(pid, command)] of this PID namespace's Ray processes."""
-    me = os.getpid() if me is None else me
-    found = []
-    try:
-        names = os.listdir(proc)
-    except OSError:
-        return found
-    for name in names:
-        if not name.isdigit() or int(name) == me:
-            continue
-        try:
-            with open(os.path.join(proc, name, "cmdline"), "rb") as handle:
-                command = handle.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
-        except OSError:
-            continue
-        if any(marker in command for marker in MARKERS):
-            found.append((int(name), command[:160]))
-    return sorted(found)
 
 
 def recorded_address(path=RAY_CLUSTER_FILE):

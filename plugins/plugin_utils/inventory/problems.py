@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.inventory.var_origin import short
 
-HIDDEN = "<hidden>"
-
 
 class Problem:
     def __init__(self, variable, rule, fix, hosts=(), value=None, clusters=(), where=None, show_value=True):

@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import ipaddress
-import posixpath
 import re
+
+from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.common import DASHBOARD_PORT
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 NAME_RE = re.compile(NAME_PATTERN)
@@ -144,11 +145,6 @@ class Path(Str):
         return None
 
 
-def normalise(path):
-    """The form paths are compared in: normalised, no trailing '/'."""
-    return posixpath.normpath(str(path)) if path else path
-
-
 class ControllerPath(Str):
     """A path on the controller (absolute or relative to the playbook); '..' allowed, control characters not."""
 
@@ -169,14 +165,15 @@ class Int(Type):
     def fix(self, name):
         return "set %s to a whole number, unquoted and without decimals (%s)" % (name, self.doc)
 
-    def __init__(self, minimum=None, maximum=None):
+    def __init__(self, minimum=None, maximum=None, empty_ok=False):
         self.minimum, self.maximum = minimum, maximum
+        self.empty_ok = empty_ok  # null is a value of its own (for example "estimate it")
         bounds = []
         if minimum is not None:
             bounds.append(">= %d" % minimum)
         if maximum is not None:
             bounds.append("<= %d" % maximum)
-        self.doc = "integer" + (" " + ", ".join(bounds) if bounds else "")
+        self.doc = "integer" + (" " + ", ".join(bounds) if bounds else "") + (", or null" if empty_ok else "")
 
     def check(self, value):
         if not is_int(value):
@@ -189,7 +186,10 @@ class Int(Type):
 
 class Port(Int):
     def fix(self, name):
-        return "set %s to a free port number, unquoted and without decimals (1-65535, for example 8772)" % name
+        return "set %s to a free port number, unquoted and without decimals (1-65535, for example %d)" % (
+            name,
+            DASHBOARD_PORT,
+        )
 
     def __init__(self):
         super().__init__(1, 65535)
@@ -309,11 +309,6 @@ class Volume(Str):
         if len(parts) == 3 and not self.MODES.fullmatch(parts[2]):
             return "has an unknown mount mode %r (ro, rw, z, Z, ...)" % parts[2]
         return None
-
-
-def volume_sides(volume):
-    parts = str(volume).split(":")
-    return (parts[0], parts[1]) if len(parts) >= 2 else (None, None)
 
 
 class List(Type):

@@ -305,7 +305,8 @@ NODE = [
     Var("slime_node_ifname", Str(r"^[A-Za-z0-9_.:-]{1,15}$", "must be a network interface name", empty_ok=True),
         "Interface for the collective libraries on multi-NIC nodes."),
     Var("slime_node_env", env_dict(), "More environment for ray start on this node."),
-    Var("preflight_checkpoint_gib", Int(0), "Free space the save dir needs at least (GiB)."),
+    Var("preflight_checkpoint_gib", Int(0, empty_ok=True), "Free space the save dir needs at least (GiB): one "
+        "training checkpoint; null estimates it from slime_model_args and the optimizer and precision flags."),
     Var("slime_render_dir", ControllerPath(), "Where site.yml renders the run files on the controller."),
     Var("render_dir", ControllerPath(), "Where playbooks/render.yml renders them (-e render_dir=DIR)."),
     Var("slime_max_fail_percentage", Int(0, 100), "Stop a stage for the whole run above this share of failed "

@@ -133,9 +133,12 @@ def page(status, png, metrics, plot_info, title):
             values.append(["eval %s %s" % (name, key), _e(value)])
     for key, value in sorted(last["throughput"].items()):
         values.append([key, _e(value)])
-    if last.get("first_error"):
-        values.append(["first error (line %s)" % last["first_error"].get("lineno"),
-                       '<span class="bad">%s</span>' % _e(last["first_error"].get("line"))])
+    error = last.get("first_error")
+    if error:
+        # a traceback's exception line (however long the traceback), not its header
+        rank = " [rank %s]" % error["rank"] if error.get("rank") is not None else ""
+        values.append(["first error (line %s)" % (error.get("exception_lineno") or error.get("lineno")),
+                       '<span class="bad">%s</span>' % _e((error.get("exception") or error.get("line")) + rank)])
     if last.get("hint"):
         values.append(["hint", _e(last["hint"])])
     values.append(["log", _e(last.get("log_file"))])

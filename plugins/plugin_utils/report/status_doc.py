@@ -174,7 +174,7 @@ def last_part(progress, log_file):
             if isinstance(waiting, dict) else None
         ),
         "first_error": (
-            {k: error.get(k) for k in ("lineno", "line", "exception", "kind", "faq")}
+            {k: error.get(k) for k in ("lineno", "line", "exception", "exception_lineno", "rank", "kind", "faq")}
             if isinstance(error, dict) else None
         ),
         "hint": _text(usable.get("hint")),
@@ -276,10 +276,11 @@ def summary_line(cluster):
     error = last.get("first_error")
     if error:
         line = (error.get("exception") or error.get("line") or "")[:200]
+        where = " [rank %s]" % error["rank"] if error.get("rank") is not None else ""
         if job.get("status") in ("PENDING", "RUNNING"):
-            text += ", warning: the job goes on after an error in its log: %s" % line
+            text += ", warning: the job goes on after an error in its log: %s%s" % (line, where)
         elif not end or line != (end.get("exception") or "")[:200]:
-            text += ", error: %s" % line
+            text += ", error: %s%s" % (line, where)
     elif job.get("error"):
         text += ", %s" % job["error"][:200]
     return text

@@ -50,11 +50,6 @@ def suggestion(flag, extra=()):
     return close[0] if close else None
 
 
-def unknown_flags(flags, extra=()):
-    """[(flag, suggestion or None)] for flags train.py would not know."""
-    return [(normalise_flag(flag), suggestion(flag, extra)) for flag in flags if spec(flag, extra) is None]
-
-
 def _scalar_problem(record, value):
     kind = record.get("type")
     if isinstance(value, (dict, list, tuple)) or value is None:

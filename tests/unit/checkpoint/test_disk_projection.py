@@ -32,7 +32,7 @@ def test_saves_follow_slimes_cadence(num_rollout, interval, start, count):
 
 
 def test_the_guides_run_does_not_fit_and_the_warning_gives_the_figures(tmp_path):
-    result = dp.project(str(tmp_path / "save"), 900 * GIB, 107 * GIB, 3000, 200)
+    result = dp.project(str(tmp_path / "save"), 900 * GIB, 107 * GIB, 3000, 200, size_from="preflight_checkpoint_gib")
     assert not result["ok"] and result["saves_total"] == 15 and result["need_bytes"] == 15 * 107 * GIB
     assert result["fits_keep"] == 6, "(6 + 2) x 107 GiB = 856 GiB fits in 900 GiB"
     warning = result["warning"]

@@ -45,7 +45,7 @@ def test_air_gapped_the_controller_seeds_only_when_no_storage_holds_a_copy():
 def test_failed_storages_are_left_out_and_the_rest_go_on():
     plan = fp.plan(fleet(4), holders=["s1"], failed=["s3"])
     assert plan["chains"] == [["s2", "s4"]] and plan["skipped"] == ["s3"]
-    assert fp.role_of(plan, "s3") == ("none", {})
+    assert "s3" not in plan["pullers"] and "s3" not in plan["servers"]
     # a failed holder does not seed
     plan = fp.plan(fleet(3), holders=["s1", "s2"], failed=["s1"])
     assert [s["name"] for s in plan["seeds"]] == ["s2"] and plan["chains"] == [["s3"]]
@@ -54,20 +54,13 @@ def test_failed_storages_are_left_out_and_the_rest_go_on():
 def test_nothing_to_do_when_every_storage_holds_it():
     plan = fp.plan(fleet(3), holders=["s1", "s2", "s3"])
     assert plan["pullers"] == {} and plan["servers"] == {} and plan["chains"] == []
-    assert fp.role_of(plan, "s1")[0] == "none"
+    assert "s1" not in plan["pullers"] and "s1" not in plan["servers"]
 
 
 def test_roles():
     plan = fp.plan(fleet(3), holders=["s1"])
-    assert fp.role_of(plan, "s1")[0] == "seed"
-    assert fp.role_of(plan, "s3")[0] == "pull" and fp.role_of(plan, "s3")[1]["children"] == []
-
-
-def test_storages_from_the_layout_one_entry_per_storage_by_its_leader():
-    info = {"nfs": {"name": "nfs", "leader": "a", "nodes": ["a", "b"]},
-            "c": {"name": "c", "leader": "c", "nodes": ["c"]}}
-    assert fp.storages_from_layout(info, {"a": "10.0.0.1", "b": "10.0.0.2", "c": "10.0.0.3"}) == [
-        {"name": "nfs", "node": "a", "address": "10.0.0.1"}, {"name": "c", "node": "c", "address": "10.0.0.3"}]
+    assert "s1" in plan["servers"] and "s1" not in plan["pullers"]
+    assert "s3" in plan["pullers"] and plan["pullers"]["s3"]["children"] == []
 
 
 @pytest.mark.parametrize("storages, kwargs, words", [

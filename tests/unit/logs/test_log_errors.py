@@ -231,7 +231,9 @@ def test_chained_exceptions_end_with_the_last_one(tmp_path):
             "ValueError: no x",
         ],
     )
-    assert result["first_error"]["exception"] == "KeyError: 'x'"
+    # the chain's last exception is the one that propagated: the first error names it, at its own line
+    first = result["first_error"]
+    assert (first["lineno"], first["exception"], first["exception_lineno"]) == (1, "ValueError: no x", 9)
     assert (result["fatal_error"]["exception"], result["fatal_error"]["traceback_start"]) == ("ValueError: no x", 1)
 
 

@@ -36,7 +36,7 @@ def test_clean_line_removes_every_prefix():
         == "Capture end."
     )
     assert slime_log.clean_line("(pid=12) hello") == "hello"
-    assert slime_log.actor_of("(RolloutManager pid=45, ip=10.0.0.2) x") == "RolloutManager"
+    assert slime_log.message_of("(RolloutManager pid=45, ip=10.0.0.2) x")[:2] == ("x", "pid=45")
 
 
 def test_parse_payload_handles_nan_inf_and_numpy_scalars():

@@ -10,6 +10,7 @@ import stat
 import pytest
 from ansible_collections.mtslime.posttrain.plugins.module_utils.preflight import accelerator as acc
 from ansible_collections.mtslime.posttrain.plugins.module_utils.preflight import gpu_formats as fmt
+from gpu_tools import no_tools
 
 DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "accelerator")
 
@@ -421,10 +422,7 @@ def test_musa_memory_hint_none_when_healthy_or_not_expected():
 @pytest.fixture
 def isolated(monkeypatch, tmp_path):
     """No real tool can be found: empty PATH, no vendor install directories."""
-    empty = tmp_path / "empty-path"
-    empty.mkdir()
-    monkeypatch.setenv("PATH", str(empty))
-    monkeypatch.setattr(acc, "EXTRA_TOOL_DIRS", {})
+    no_tools(monkeypatch, tmp_path / "empty-path")
     return tmp_path
 
 
@@ -584,7 +582,7 @@ def test_probe_auto_tries_musa_then_cuda(isolated):
     tools = fake_tools(isolated / "tools", "nvidia-smi")
     run = Runner(
         {
-            ("nvidia-smi", acc.NVIDIA_QUERY, "--format=csv,noheader,nounits"): (
+            ("nvidia-smi", acc.query_gpu(), "--format=csv,noheader,nounits"): (
                 0,
                 sample("nvidia-smi_query_noheader_nounits_h100_8x.csv"),
                 "",
@@ -620,7 +618,7 @@ def test_probe_cuda_nvml_error_then_list(isolated):
     tools = fake_tools(isolated / "tools", "nvidia-smi")
     run = Runner(
         {
-            ("nvidia-smi", acc.NVIDIA_QUERY, "--format=csv,noheader,nounits"): (
+            ("nvidia-smi", acc.query_gpu(), "--format=csv,noheader,nounits"): (
                 255,
                 sample("nvidia-smi_nvml_unknown_error.txt"),
                 "",
@@ -778,7 +776,7 @@ def test_standin_iommu_off_and_fewer_cards(isolated, monkeypatch):
 
 @needs_standins
 @pytest.mark.parametrize(
-    "disabled,source", [((), "csv"), (((acc.NVIDIA_QUERY, "--format=csv,noheader,nounits"),), "list")]
+    "disabled,source", [((), "csv"), (((acc.query_gpu(), "--format=csv,noheader,nounits"),), "list")]
 )
 def test_standin_nvidia_smi(isolated, monkeypatch, disabled, source):
     monkeypatch.setenv("MTSLIME_STANDIN_VENDOR", "nvidia")  # mthreads-gmi fails like a host without the MT driver
@@ -797,7 +795,7 @@ def test_probe_cuda_asks_again_without_a_field_the_driver_rejects(isolated):
     short = ("index", "name", "uuid", "memory.total")
     run = Runner(
         {
-            ("nvidia-smi", acc.NVIDIA_QUERY, "--format=csv,noheader,nounits"): (
+            ("nvidia-smi", acc.query_gpu(), "--format=csv,noheader,nounits"): (
                 2,
                 "",
                 'Field "driver_version" is not a valid field to query.\n',
@@ -827,7 +825,7 @@ def test_probe_cuda_unknown_index_field_is_not_retried(isolated):
     tools = fake_tools(isolated / "tools", "nvidia-smi")
     run = Runner(
         {
-            ("nvidia-smi", acc.NVIDIA_QUERY, "--format=csv,noheader,nounits"): (
+            ("nvidia-smi", acc.query_gpu(), "--format=csv,noheader,nounits"): (
                 2,
                 'Field "index" is not a valid field to query.\n',
                 "",

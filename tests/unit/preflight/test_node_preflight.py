@@ -9,18 +9,17 @@ import os
 import shutil
 import socket
 import socketserver
-import stat
 import subprocess
 import sys
 import tempfile
 import threading
 
 import pytest
-from ansible_collections.mtslime.posttrain.plugins.module_utils.preflight import accelerator as acc
 from ansible_collections.mtslime.posttrain.plugins.module_utils.preflight import docker_engine as dengine
 from ansible_collections.mtslime.posttrain.plugins.module_utils.preflight import disk as pdisk
 from ansible_collections.mtslime.posttrain.plugins.module_utils.preflight import ports as pports
 from ansible_collections.mtslime.posttrain.plugins.modules import node_preflight as npf
+from gpu_tools import no_tools, write_tool
 
 DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "accelerator")
 GIB = 1024**3
@@ -29,21 +28,6 @@ GIB = 1024**3
 def sample(name):
     with open(os.path.join(DATA, name), encoding="utf-8") as handle:
         return handle.read()
-
-
-def write_tool(directory, name, answers):
-    """Stand-in `name` printing recorded output per argument string (rc 2 for anything else)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    lines = ["#!/bin/sh", "# stand-in for %s (tests only)" % name, 'case "$*" in']
-    for number, (args, (rc, text)) in enumerate(sorted(answers.items())):
-        out = directory / ("%s.%d.out" % (name, number))
-        out.write_text(text)
-        lines.append('  "%s") /bin/cat "%s"; exit %d;;' % (args, out, rc))
-    lines += ['  *) echo "unknown option $*" >&2; exit 2;;', "esac", ""]
-    path = directory / name
-    path.write_text("\n".join(lines))
-    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-    return str(directory)
 
 
 def eight_cards_json(total="49152MiB", name="MTT S4000"):
@@ -120,11 +104,8 @@ def engine():
 @pytest.fixture
 def node(monkeypatch, tmp_path):
     """PATH holds only `sh`; no vendor install directories are searched."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    os.symlink("/bin/sh", bin_dir / "sh")
-    monkeypatch.setenv("PATH", str(bin_dir))
-    monkeypatch.setattr(acc, "EXTRA_TOOL_DIRS", {})
+    no_tools(monkeypatch, tmp_path / "bin")
+    os.symlink("/bin/sh", tmp_path / "bin" / "sh")
     return tmp_path
 
 
@@ -281,6 +262,24 @@ def test_docker_ping_not_ok_and_not_required(run_module, node, engine):
     result, failed = run_module(npf, dict(args, docker={"socket": address, "required": False}))
     assert not failed and result["ready"] is True
     assert result["preflight_warnings"][0].startswith("Docker engine at %s answered GET /_ping with HTTP 500" % address)
+
+
+def test_a_python_without_requests_is_named_with_the_fix(run_module, node, engine, monkeypatch):
+    """community.docker's modules (the container role) import requests on the node: the preflight says when the
+    node's Python lacks it, besides what the engine answered."""
+    tools = write_tool(node / "tools", "mthreads-gmi", {"-q --json": (0, eight_cards_json())})
+    address = engine({"/_ping": (200, "OK")})
+    args = {"accelerator": {"vendor": "musa", "tool_dir": tools}, "docker": {"socket": address}}
+    result, failed = run_module(npf, args)
+    assert not failed and result["checks"]["docker"]["python_requests"] is True
+    real = dengine.importlib.util.find_spec
+    monkeypatch.setattr(dengine.importlib.util, "find_spec", lambda name: None if name == "requests" else real(name))
+    result, failed = run_module(npf, args)
+    assert failed and result["checks"]["docker"]["ok"] is False
+    assert result["checks"]["docker"]["python_requests"] is False
+    assert result["msg"].startswith("node preflight failed on 1 check: (1) the node's Python ")
+    assert "lacks the requests package, which the container role's community.docker modules import" in result["msg"]
+    assert "apt install python3-requests" in result["msg"]
 
 
 def test_connection_refused_socket(run_module, node, tmp_path):
@@ -440,43 +439,6 @@ def test_check_shm_against_a_meminfo(tmp_path):
     assert failures == [] and warnings == [] and info["ok"]
     failures, warnings, info = pdisk.check_shm({"size": "2g"}, proc=str(tmp_path / "nowhere"))
     assert failures == [] and "cannot read MemTotal" in warnings[0]
-
-
-@pytest.mark.parametrize(
-    "args,comm,ray",
-    [
-        (
-            ["/usr/local/lib/python3.10/dist-packages/ray/core/src/ray/gcs/gcs_server", "--log_dir=/tmp/ray"],
-            "gcs_server",
-            True,
-        ),
-        (
-            ["/usr/local/lib/python3.10/dist-packages/ray/core/src/ray/raylet/raylet", "--raylet_socket_name=x"],
-            "raylet",
-            True,
-        ),
-        (
-            [
-                "/usr/bin/python3",
-                "-u",
-                "/usr/local/lib/python3.10/dist-packages/ray/dashboard/dashboard.py",
-                "--host=0.0.0.0",
-                "--port=8772",
-            ],
-            "python3",
-            True,
-        ),
-        (["/usr/bin/python3", "-u", "/opt/conda/lib/python3.10/site-packages/ray/dashboard/agent.py"], "python3", True),
-        (["ray::RolloutManager.generate"], "ray::RolloutMan", True),
-        (["ray::IDLE"], "ray::IDLE", True),
-        (["python3", "-m", "http.server", "8772"], "python3", False),
-        (["/usr/sbin/sshd", "-D"], "sshd", False),
-        (["grafana-server", "--homepath=/usr/share/grafana", "dashboard"], "grafana", False),
-        ([], "", False),
-    ],
-)
-def test_is_ray(args, comm, ray):
-    assert pports.is_ray(args, comm) is ray
 
 
 def test_listening_socket_is_found_with_its_owner(listener):
