@@ -7,6 +7,7 @@ import re
 from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.inventory import check as inventory_check
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils.inventory import defaults
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.fleet import topology
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.inventory.variables import VARS
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.inventory.problems import numbered
@@ -36,11 +37,12 @@ def plain(value):
 
 
 class HostValues:
-    """Each host's variables, templated on the controller as its plays would see them."""
+    """Each host's variables, templated on the controller as its plays would see them: its inventory values over
+    the collection's defaults (role defaults, which `hostvars` does not hold)."""
 
-    def __init__(self, templar, hostvars, hosts, groups):
+    def __init__(self, templar, hostvars, hosts, groups, default_values=None):
         self.templar, self.hostvars, self.hosts, self.groups = templar, hostvars, hosts, groups
-        self.raw = {host: self.hostvars.raw_get(host) for host in hosts}
+        self.raw = {host: dict(default_values or {}, **self.hostvars.raw_get(host)) for host in hosts}
         self.values = {host: {} for host in hosts}
         self.errors = {host: {} for host in hosts}
 
@@ -87,8 +89,9 @@ class ActionModule(ActionBase):
         hosts = list(self._task.args.get("hosts") or task_vars.get("ansible_play_hosts_all") or [])
         groups = {name: list(members) for name, members in (task_vars.get("groups") or {}).items()}
         hostvars = task_vars["hostvars"]
-        values, errors = HostValues(self._templar, hostvars, hosts, groups).read()
-        check = inventory_check.InventoryCheck(hosts, values, errors, groups, Origins(hostvars))
+        default_values = defaults.load(self._loader)
+        values, errors = HostValues(self._templar, hostvars, hosts, groups, default_values).read()
+        check = inventory_check.InventoryCheck(hosts, values, errors, groups, Origins(hostvars, default_values))
         problems = check.run()
         clusters = {}
         for cluster in check.clusters.values():

@@ -14,6 +14,7 @@ from ansible_collections.mtslime.posttrain.plugins.module_utils.job import names
 from ansible_collections.mtslime.posttrain.plugins.module_utils.logs import ansi
 from ansible_collections.mtslime.posttrain.plugins.module_utils.checkpoint import size
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.fleet import paths, topology
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils.inventory import defaults
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.imports import module_utils_closure
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.training import args as ta
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.inventory.schema import CONTROL_RE, as_int
@@ -98,6 +99,13 @@ def slime_host_path(path, volumes):
     return paths.host_path(path, volumes)
 
 
+def _node_value(hostvars, node, name):
+    try:
+        return defaults.node_value(hostvars, node, name)
+    except ValueError as error:
+        raise AnsibleFilterError(str(error)) from error
+
+
 def slime_topology(hostvars, nodes, groups=None):
     """{cluster name: {name, head, workers, nodes, size, gpus, addresses}} for the given nodes.
 
@@ -107,7 +115,7 @@ def slime_topology(hostvars, nodes, groups=None):
     is one, else in inventory order."""
     gpus = {}
     for name in nodes:
-        count = hostvars[name].get("slime_gpus_per_node")
+        count = _node_value(hostvars, name, "slime_gpus_per_node")
         if as_int(count) is None:
             raise AnsibleFilterError("slime_gpus_per_node of %s is %r; set it to the node's GPU count" % (name, count))
         gpus[name] = int(count)
@@ -143,7 +151,7 @@ def slime_writer(hostvars, storage, name, value):
     """The node that writes `value` (a path held in variable `name`) on a storage: the
     first of the storage's nodes whose `name` is `value`. The others only check it."""
     for node in storage["nodes"]:
-        if hostvars[node].get(name) == value:
+        if _node_value(hostvars, node, name) == value:
             return node
     return storage["leader"]
 

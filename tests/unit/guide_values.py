@@ -1,34 +1,24 @@
-"""The default inventory's values for a set of hosts, templated the way Ansible would (native types), without
-Ansible: inventory/group_vars/all/*.yml rendered with Jinja's NativeEnvironment and the collection's own
-filters, so that the configuration check's unit tests start from the real defaults."""
+"""The collection's default values for a set of hosts, templated the way Ansible would (native types), without
+Ansible: roles/settings/defaults/main/*.yml (plugin_utils/inventory/defaults.py) rendered with Jinja's
+NativeEnvironment and the collection's own filters, so that the configuration check's unit tests start from the
+real defaults."""
 from __future__ import annotations
 
 import copy
-import functools
-import glob
 import os
 import shlex
 
-import yaml
 from jinja2.nativetypes import NativeEnvironment
 
 from ansible_collections.mtslime.posttrain.plugins.filter.slime import slime_job_files
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.fleet import paths, topology
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils.inventory import defaults as collection_defaults
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-@functools.lru_cache(maxsize=1)
-def _defaults():
-    values = {}
-    for path in sorted(glob.glob(os.path.join(REPO, "inventory", "group_vars", "all", "*.yml"))):
-        with open(path) as handle:
-            values.update(yaml.safe_load(handle) or {})
-    return values
-
-
 def defaults():
-    return copy.deepcopy(_defaults())
+    return copy.deepcopy(collection_defaults.load())
 
 
 def _environment():

@@ -124,6 +124,12 @@ def test_topology_rejects_bad_gpu_count():
         slime.slime_topology(_hosts(a={"slime_gpus_per_node": "eight"}), ["a"], {})
 
 
+def test_topology_takes_the_collections_default_for_a_node_the_inventory_leaves_unset():
+    # hostvars hold no role defaults: a node without its own slime_gpus_per_node has the default (8)
+    hv = FakeHostvars(a={"slime_cluster": "c"}, b={"slime_cluster": "c", "slime_gpus_per_node": 4})
+    assert slime.slime_topology(hv, ["a", "b"], {})["c"]["gpus"] == {"a": 8, "b": 4}
+
+
 @pytest.mark.parametrize("path,volumes,expected", [
     ("/data/checkpoints/x", ["/data:/data"], "/data/checkpoints/x"),
     ("/data/checkpoints/x", ["/mnt/big:/data"], "/mnt/big/checkpoints/x"),
@@ -148,6 +154,14 @@ def test_writer_is_the_first_node_using_the_path():
     storage = {"name": "nfs", "leader": "a", "nodes": ["a", "b", "c"]}
     assert slime.slime_writer(hv, storage, "m", "/data/4b") == "b"
     assert slime.slime_writer(hv, storage, "m", "/data/8b") == "a"
+
+
+def test_writer_compares_the_collections_default_of_nodes_that_do_not_set_the_path():
+    hv = FakeHostvars(a={"slime_hf_model_dir": "/data/models/other"}, b={}, c={})
+    storage = {"name": "nfs", "leader": "a", "nodes": ["a", "b", "c"]}
+    assert slime.slime_writer(hv, storage, "slime_hf_model_dir", "/data/models/Qwen3-8B") == "b"
+    with pytest.raises(AnsibleFilterError, match="the default of slime_train_file .* is a template"):
+        slime.slime_writer(hv, storage, "slime_train_file", "/data/x")
 
 
 def test_module_utils_copies_are_the_files_and_what_they_import_in_module_utils_layout():

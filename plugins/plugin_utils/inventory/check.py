@@ -7,6 +7,7 @@ import posixpath
 
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.fleet import topology
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.training import config as training_config
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils.inventory import defaults
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.inventory.variables import BY_NAME, VARS
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.fleet.paths import host_path, mount_of, norm, relation
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.inventory.problems import Problem, merged
@@ -107,8 +108,8 @@ class InventoryCheck:
             if var.name not in present:
                 if var.required and var.scope != "fleet":
                     self.bad[host].add(var.name)
-                    self.add(var.name, "is not set (the collection reads it; its default is in "
-                             "inventory/group_vars/all/)", "set %s" % var.name, [host], show_value=False)
+                    self.add(var.name, "is not set, and the collection has no default for it (%s)" % defaults.LABEL,
+                             "set %s in the inventory" % var.name, [host], show_value=False)
                 continue
             rule = var.check(present[var.name])
             if rule:

@@ -396,11 +396,9 @@ class Var:
     overlap: the path class of the no-overlap rule (data, hf, converted, save, work, log).
     """
 
-    def __init__(self, name, type_, doc, scope="node", required=False, secret=False, overlap=None, default=None,
-                 has_default=False):
+    def __init__(self, name, type_, doc, scope="node", required=False, secret=False, overlap=None):
         self.name, self.type, self.doc = name, type_, doc
         self.scope, self.required, self.secret, self.overlap = scope, required, secret, overlap
-        self.default, self.has_default = default, has_default or default is not None
 
     def check(self, value):
         if value is None:

@@ -1,12 +1,14 @@
-# Where a host's variable comes from: extra vars, the host (inventory entry or host_vars), or a group
-# (inline in the inventory or group_vars/), following Ansible's precedence (VARIABLE_PRECEDENCE), and
-# the file and line Ansible's data tags recorded. Used only to word messages; never changes a value.
+# Where a host's variable comes from: extra vars, the host (inventory entry or host_vars), a group
+# (inline in the inventory or group_vars/), or the collection's defaults (role defaults, the lowest), following
+# Ansible's precedence (VARIABLE_PRECEDENCE), and the file and line Ansible's data tags recorded. Used only to
+# word messages; never changes a value.
 from __future__ import annotations
 
 import os
 
 from ansible import constants as C
 from ansible.inventory.helpers import sort_groups
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils.inventory import defaults
 
 try:
     from ansible.vars.plugins import get_vars_from_inventory_sources
@@ -22,15 +24,21 @@ MAGIC = frozenset(("inventory_file", "inventory_dir", "inventory_hostname", "inv
                    "group_names"))
 
 
-def file_and_line(value):
-    """'path:line' of a value loaded from a file, or None (booleans and None carry no tag)."""
+def _tag(value):
+    """Ansible's Origin tag of a value loaded from a file, or None (booleans and None carry no tag)."""
     if Origin is None:
         return None
     try:
         tag = Origin.get_tag(value)
     except Exception:  # noqa: BLE001 - a tag lookup must never break a message
         return None
-    if tag is None or not tag.path:
+    return tag if tag is not None and tag.path else None
+
+
+def file_and_line(value):
+    """'path:line' of a value loaded from a file, or None."""
+    tag = _tag(value)
+    if tag is None:
         return None
     path = tag.path
     try:
@@ -44,7 +52,8 @@ def file_and_line(value):
 class Origins:
     """Precedence layers of each host's variables, from the inventory behind `hostvars`."""
 
-    def __init__(self, hostvars):
+    def __init__(self, hostvars, default_values=None):
+        self._defaults = dict(default_values or {})
         self._inventory = getattr(hostvars, "_inventory", None)
         self._loader = getattr(hostvars, "_loader", None)
         manager = getattr(hostvars, "_variable_manager", None)
@@ -60,10 +69,10 @@ class Origins:
             return {}
 
     def layers(self, host_name):
-        """[(label, kind, vars)] lowest precedence first; kind is group, host or extra."""
+        """[(label, kind, vars)] lowest precedence first; kind is default, group, host or extra."""
         if host_name in self._layers:
             return self._layers[host_name]
-        layers = []
+        layers = [("the collection's default", "default", self._defaults)]
         host = self._inventory.get_host(host_name) if self._inventory is not None else None
         if host is not None:
             all_group = self._inventory.groups.get("all")
@@ -85,7 +94,7 @@ class Origins:
         return layers
 
     def winner(self, host_name, name):
-        """(label, kind, raw value) of the layer that sets `name` for the host, or None (role default)."""
+        """(label, kind, raw value) of the layer that sets `name` for the host, or None (set nowhere)."""
         found = None
         for label, kind, data in self.layers(host_name):
             if name in data:
@@ -113,9 +122,13 @@ class Origins:
         """'set for host n03 in hosts.yml:17; its groups give ...' for a message."""
         won = self.winner(host_name, name)
         if won is None:
-            return "not set in the inventory (the role's default)"
+            return "not set in the inventory, and the collection has no default for it"
         label, kind, raw = won
         where = file_and_line(raw)
+        if kind == "default":  # named from the collection's root, wherever it is installed
+            tag = _tag(raw)
+            where = defaults.sources().get(name, defaults.LABEL) + (":%d" % tag.line_num if tag and tag.line_num
+                                                                      else "")
         text = "from %s%s" % (label, " (%s)" % where if where else "")
         if kind in ("host", "extra"):
             group = self.group_value(host_name, name)

@@ -1,8 +1,8 @@
-# Every inventory variable the collection reads, with its type (schema.py). The one table the
-# configuration check, docs/configuration.md and the argument-spec test read. Defaults live in
-# inventory/group_vars/all/*.yml and roles/*/defaults/main.yml; `default=` here only documents a
-# variable whose role is not merged yet. To add a variable: add a Var to the topic's list below, run
-# tools/configuration_doc.py, and give the role's meta/argument_specs.yml the same type.
+# Every inventory variable the collection reads, with its type (schema.py): the one source of the types, read by
+# the configuration check, docs/configuration.md and the roles' meta/argument_specs.yml (both generated). Defaults
+# live in roles/settings/defaults/main/<topic>.yml (defaults.py). To add a variable: add a Var to the topic's list
+# below (and to ROLE_OPTIONS for the roles that read it), its default to the topic file, then run
+# tools/configuration_doc.py and tools/argument_specs.py.
 from __future__ import annotations
 
 import re
@@ -232,7 +232,7 @@ DATA = [
     Var("data_download_timeout", Int(1), "Per-request download timeout (s)."),
     Var("data_min_rows", Int(0), "Fewest rows each data file must have."),
     Var("data_lock_timeout", Int(1), "Longest wait (s) for the storage lock of the data held by a live run "
-        "(a dead run's is taken over).", default=600),
+        "(a dead run's is taken over)."),
 ]
 
 MODEL = [
@@ -254,7 +254,7 @@ MODEL = [
     Var("model_temp_suffix", SUFFIX, "Suffix of the temporary download directory."),
     Var("model_sha256_manifest", Type(), "sha256 manifest: a file on the node or {file: sha256}."),
     Var("model_lock_timeout", Int(1), "Longest wait (s) for the storage lock of the model held by a live run "
-        "(a dead run's is taken over).", default=600),
+        "(a dead run's is taken over)."),
 ]
 
 CONVERT = [
@@ -267,7 +267,7 @@ CONVERT = [
     Var("convert_poll_interval", Int(1), "Seconds between progress lines."),
     Var("convert_temp_suffix", SUFFIX, "Suffix of the directory the conversion writes into."),
     Var("convert_lock_timeout", Int(1), "Longest wait (s) for the storage lock of the conversion held by a live run "
-        "(a dead run's is taken over).", default=600),
+        "(a dead run's is taken over)."),
 ]
 
 RAY = [
@@ -309,7 +309,7 @@ TRAIN = [
     Var("slime_megatron_tp_above_query_groups", Bool(), "The image's Megatron-LM accepts a tensor parallel size "
         "that is a multiple of the query groups (megatron-core >= 0.16, commit f7dfb99795; slime's own image, "
         "Megatron 1dcf0dafa884, does); false keeps the older rule (TP divides the query groups).",
-        scope="cluster", default=False),
+        scope="cluster"),
     Var("train_job_state", Choice("running", "stopped"), "Keep the job running, or stop it.", scope="cluster"),
     Var("train_job_runtime_env_excludes", List(ARG), "Paths Ray leaves out of the working_dir package.",
         scope="cluster"),
@@ -318,18 +318,17 @@ TRAIN = [
     Var("train_job_follow_logs", Bool(), "Follow the job's log into the guide's log file.", scope="cluster"),
     Var("train_job_render_dir", ControllerPath(), "Where the run files are rendered on the controller."),
     Var("train_job_max_failures_at_step", Int(1), "Attempts in a row that failed without passing the same step "
-        "before a rerun refuses to submit again (the crash-loop rule).", scope="cluster", default=2),
+        "before a rerun refuses to submit again (the crash-loop rule).", scope="cluster"),
     Var("train_job_retry", FlagBool(), "Submit one more attempt although the crash-loop rule refuses "
-        "(-e train_job_retry=true).", scope="cluster", has_default=True, default=False),
+        "(-e train_job_retry=true).", scope="cluster"),
     Var("train_job_keep_checkpoints", Int(0), "Checkpoints to keep in the save dir; 0 = keep all.",
-        scope="cluster", has_default=True, default=0),
-    Var("train_job_prune", Choice("trash", "delete"), "What happens to pruned checkpoints.", scope="cluster",
-        default="trash"),
+        scope="cluster"),
+    Var("train_job_prune", Choice("trash", "delete"), "What happens to pruned checkpoints.", scope="cluster"),
     Var("train_job_notify", Notify(), "Where word of the job's events goes (docs/status.md, \"Word of the job's "
         "events\"): webhook URLs (JSON POST, `text` for Slack, Mattermost, Teams) and/or a command run on the head "
-        "with the event JSON on stdin.", scope="cluster", secret=True, has_default=True, default={}),
+        "with the event JSON on stdin.", scope="cluster", secret=True),
     Var("train_job_trash_dir", Path(empty_ok=True), "Where pruned checkpoints go with train_job_prune: trash, on the "
-        "save dir's filesystem and outside it (\"\": <save dir>.trash).", scope="cluster", default=""),
+        "save dir's filesystem and outside it (\"\": <save dir>.trash).", scope="cluster"),
 ]
 
 NODE = [
@@ -349,24 +348,21 @@ NODE = [
 
 FANOUT = [
     Var("slime_fanout_artifacts", List(Choice("data", "model", "convert", "image")), "Artifacts fetched or produced "
-        "once (on the seed) and spread storage to storage (docs/fleet.md); [] = every storage fetches its own.",
-        has_default=True, default=[]),
+        "once (on the seed) and spread storage to storage (docs/fleet.md); [] = every storage fetches its own."),
     Var("slime_fanout_source", Choice("node", "controller"), "node: the seed node's role fetches the artifact; "
-        "controller: slime_fanout_controller_dir holds it (air-gapped fleets).", default="node"),
+        "controller: slime_fanout_controller_dir holds it (air-gapped fleets)."),
     Var("slime_fanout_seed", Name(empty_ok=True), "The node that fetches and seeds (default: the first storage's "
-        "first node).", has_default=True, default=""),
+        "first node)."),
     Var("slime_fanout_controller_dir", ControllerPath(empty_ok=True), "Controller directory holding the artifacts "
-        "by their base names (slime_fanout_source: controller).", has_default=True, default=""),
+        "by their base names (slime_fanout_source: controller)."),
     Var("slime_fanout_controller_address", Ip(empty_ok=True), "The controller's address on the fleet network; "
-        "its seed server binds there.", has_default=True, default=""),
+        "its seed server binds there."),
     Var("slime_fanout_image_archive", Path(empty_ok=True), "Node path of the training image's docker save archive "
-        "that the image fan-out spreads (\"\": /data/mtslime/images/<container_image, / and : as _>.tar).",
-        has_default=True, default=""),
-    Var("slime_fanout_port", Port(), "TCP port of the fan-out servers (bound to each node's fleet address).",
-        default=8765),
-    Var("slime_fanout_timeout", Int(1), "Longest a spread may take (s).", default=86400),
+        "that the image fan-out spreads (\"\": /data/mtslime/images/<container_image, / and : as _>.tar)."),
+    Var("slime_fanout_port", Port(), "TCP port of the fan-out servers (bound to each node's fleet address)."),
+    Var("slime_fanout_timeout", Int(1), "Longest a spread may take (s)."),
     Var("slime_fanout_stall_timeout", Int(10), "A node that gets no piece from any upstream for this long fails "
-        "alone (a rerun resumes it); a server that gets no request for this long stops (s).", default=300),
+        "alone (a rerun resumes it); a server that gets no request for this long stops (s)."),
 ]
 
 SMOKE = [
@@ -385,11 +381,17 @@ BY_NAME = {var.name: var for var in VARS}
 TOPICS = (("Paths", PATHS), ("Accelerator", ACCELERATOR), ("Container", CONTAINER), ("Data", DATA),
           ("Model", MODEL), ("Conversion", CONVERT), ("Ray", RAY), ("Training job", TRAIN),
           ("Node, cluster and controller", NODE), ("Fan-out", FANOUT), ("Smoke run", SMOKE))
-# Variables the plays compute (facts.yml, preflight); never set in the inventory.
-COMPUTED = frozenset(("slime_cluster_info", "slime_storage_info", "slime_topology", "slime_storage_layout",
-                      "slime_stage", "slime_run_id", "slime_node_accelerator", "slime_accelerator_profile",
-                      "slime_log_file", "slime_container_state", "slime_container_missing", "slime_job_files",
-                      "slime_train_effective_args"))
+# Variables the plays compute (facts.yml, preflight); never set in the inventory. Those a role's argument spec
+# names have a type and a description here.
+COMPUTED_VARS = [
+    Var("slime_cluster_info", Dict(), "This node's training cluster: name, head, workers, nodes, size, gpus, "
+        "addresses (set by the facts play)."),
+    Var("slime_accelerator_profile", Dict(), "The node's entry of slime_accelerator_profiles, for its "
+        "slime_accelerator (set by the facts play)."),
+]
+COMPUTED = frozenset(("slime_storage_info", "slime_topology", "slime_storage_layout", "slime_stage", "slime_run_id",
+                      "slime_node_accelerator", "slime_log_file", "slime_container_state", "slime_container_missing",
+                      "slime_job_files", "slime_train_effective_args")) | {var.name for var in COMPUTED_VARS}
 if not all(ENV_NAME_RE.fullmatch(v.name) for v in VARS):
     raise ValueError("not a name of the form ENV_NAME_RE: %s"
                      % ", ".join(v.name for v in VARS if not ENV_NAME_RE.fullmatch(v.name)))

@@ -29,7 +29,7 @@ QWEN3_8B_CHECKPOINT_GIB = 107
 
 
 def inventory(name, key):
-    return yaml.safe_load((REPO / "inventory" / "group_vars" / "all" / name).read_text())[key]
+    return yaml.safe_load((REPO / "roles" / "settings" / "defaults" / "main" / name).read_text())[key]
 
 
 def small_qwen3(layers=2):

@@ -1,6 +1,6 @@
 """The roles' meta/argument_specs.yml and the inventory schema (plugins/plugin_utils/inventory/variables.py) agree:
 every option is in the schema (or computed by the plays), with the same type, elements and choices, and every
-default (argument spec, role defaults, default inventory) passes the schema's check."""
+default (argument spec, the collection's defaults in roles/settings) passes the schema's check."""
 from __future__ import annotations
 
 import glob
@@ -9,6 +9,7 @@ import os
 import pytest
 import yaml
 
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils.inventory import defaults
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.inventory.variables import BY_NAME, COMPUTED
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.inventory.schema import Choice, List
 
@@ -61,26 +62,19 @@ def test_argument_spec_option_agrees_with_the_schema(role, entry, name, option):
         assert option.get("no_log") is True or name == "container_registry", "%s is a secret: no_log: true" % name
 
 
-@pytest.mark.parametrize("role", ROLES)
-def test_role_defaults_pass_the_schema(role):
-    path = os.path.join("roles", role, "defaults", "main.yml")
-    for name, value in _yaml(path).items():
-        if name.startswith("_"):  # an internal role's parameter (see role_options)
+@pytest.mark.parametrize("name", sorted(defaults.load()))
+def test_each_default_is_a_schema_variable_and_passes_its_check(name):
+    value = defaults.load()[name]
+    assert name in BY_NAME, "%s (%s) is not in the schema" % (name, defaults.sources()[name])
+    if not defaults.is_template(value):
+        assert BY_NAME[name].check(value) is None, "%s: %s" % (name, BY_NAME[name].check(value))
+
+
+def test_only_the_settings_role_holds_defaults_of_inventory_variables():
+    """One home per value: no role but roles/settings sets a default of an inventory variable."""
+    for path in glob.glob(os.path.join(REPO, "roles", "*", "defaults", "**", "*.yml"), recursive=True):
+        if "/roles/settings/" in path:
             continue
-        assert name in BY_NAME, "%s (%s) is not in the schema" % (name, path)
-        if not is_template(value) and not (isinstance(value, list) and any(is_template(v) for v in value)):
-            assert BY_NAME[name].check(value) is None, "%s: %s" % (name, BY_NAME[name].check(value))
-
-
-def test_schema_defaults_agree_with_the_files():
-    """A Var's documented default (for a role not merged yet) is the one its role sets, once it does."""
-    files = {}
-    for path in glob.glob(os.path.join(REPO, "roles", "*", "defaults", "main.yml")) + glob.glob(
-            os.path.join(REPO, "inventory", "group_vars", "all", "*.yml")):
-        with open(path) as handle:
-            files.update(yaml.safe_load(handle) or {})
-    for name, var in BY_NAME.items():
-        if var.has_default and name in files:
-            assert files[name] == var.default, "%s: the files say %r, the schema %r" % (name, files[name], var.default)
-        if var.has_default:
-            assert var.check(var.default) is None, name
+        names = [n for n in _yaml(os.path.relpath(path, REPO)) if not n.startswith("_")]
+        assert names == [], "%s sets %s: move it to roles/settings/defaults/main/" % (os.path.relpath(path, REPO),
+                                                                                     names)

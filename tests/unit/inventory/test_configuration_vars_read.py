@@ -11,10 +11,13 @@ from pathlib import Path
 
 import yaml
 
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils.inventory import defaults
+
 REPO = Path(__file__).resolve().parents[3]
 DOC = REPO / "docs" / "configuration.md"
 # the schema declares every variable; that is not a read
 DECLARATION = REPO / "plugins" / "plugin_utils" / "inventory" / "variables.py"
+SETTINGS = REPO / "roles" / "settings" / "defaults"
 DOC_NAMES = {"DOCUMENTATION", "EXAMPLES", "RETURN"}
 KEY = re.compile(r"^\s*(?:-\s+)?[A-Za-z_][A-Za-z0-9_]*:(?:\s|$)")
 COMMENT = re.compile(r"(?:^|\s)#(?!\}).*$")
@@ -60,8 +63,9 @@ WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 def readers():
     """(the words of every reading file and the names its Python code looks up, {inventory variable: the words of
     its value})."""
+    # the collection's defaults (roles/settings/defaults/) are the values below, not readers
     files = [p for p in (REPO / "roles").rglob("*") if p.is_file() and "meta" not in p.parts
-             and p.suffix in (".yml", ".yaml", ".j2")]
+             and p.suffix in (".yml", ".yaml", ".j2") and SETTINGS not in p.parents]
     files += [p for p in (REPO / "playbooks").rglob("*") if p.is_file() and p.suffix in (".yml", ".yaml", ".j2")]
     files.append(REPO / "site.yml")
     words = set()
@@ -71,9 +75,8 @@ def readers():
         if path != DECLARATION:
             words |= python_names(path)
     values = {}
-    for path in sorted((REPO / "inventory" / "group_vars" / "all").glob("*.yml")):
-        for name, value in (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).items():
-            values[name] = set(WORD.findall(yaml.safe_dump(value)))
+    for name, value in defaults.load().items():
+        values[name] = set(WORD.findall(yaml.safe_dump(value)))
     return words, values
 
 

@@ -44,7 +44,7 @@ def _walk(node):
 
 def known_names():
     names = set(BY_NAME) | set(COMPUTED) | ANSIBLE
-    for path in glob.glob(os.path.join(REPO, "inventory", "group_vars", "all", "*.yml")) + glob.glob(
+    for path in glob.glob(os.path.join(REPO, "roles", "settings", "defaults", "main", "*.yml")) + glob.glob(
             os.path.join(REPO, "roles", "*", "defaults", "main.yml")) + glob.glob(
             os.path.join(REPO, "roles", "*", "vars", "main.yml")):
         with open(path) as handle:

@@ -1,7 +1,9 @@
 """Where a host's variable comes from (plugins/plugin_utils/inventory/var_origin.py), on a real Ansible inventory: group
-vars inline and in group_vars/, host vars inline and in host_vars/, extra vars, with file and line."""
+vars inline and in group_vars/, host vars inline and in host_vars/, extra vars, the collection's defaults, with file
+and line."""
 from __future__ import annotations
 
+import re
 import textwrap
 
 import pytest
@@ -10,6 +12,7 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.vars.hostvars import HostVars
 from ansible.vars.manager import VariableManager
 
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils.inventory import defaults
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.inventory.var_origin import Origins, short
 
 
@@ -64,8 +67,20 @@ def test_every_group_that_names_a_cluster(inventory):
     assert Origins(inventory).groups_setting("a1", "slime_cluster") == [("cluster_a", "cluster_a")]
 
 
-def test_a_variable_no_inventory_sets(inventory):
-    assert Origins(inventory).describe("a1", "container_recreate") == "not set in the inventory (the role's default)"
+def test_a_variable_no_inventory_sets_comes_from_the_collections_default(inventory):
+    loader = DataLoader()
+    origins = Origins(inventory, defaults.load(loader))
+    assert re.fullmatch(r"from the collection's default \(roles/settings/defaults/main/container.yml:\d+\)",
+                        origins.describe("a1", "container_recreate"))
+    # an untagged default (a boolean) names its file; the inventory's value outranks the default
+    assert origins.describe("a1", "container_enabled") == (
+        "from the collection's default (roles/settings/defaults/main/container.yml)")
+    assert origins.describe("a2", "slime_experiment").startswith("from group_vars/all (")
+
+
+def test_a_variable_set_nowhere(inventory):
+    assert Origins(inventory).describe("a1", "slime_node_ip") == (
+        "not set in the inventory, and the collection has no default for it")
 
 
 def test_short_keeps_newlines_visible_and_cuts_long_values():

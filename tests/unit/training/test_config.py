@@ -14,7 +14,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 
 
 def _inventory(name):
-    with open(os.path.join(REPO, "inventory", "group_vars", "all", name)) as handle:
+    with open(os.path.join(REPO, "roles", "settings", "defaults", "main", name)) as handle:
         return yaml.safe_load(handle)
 
 
