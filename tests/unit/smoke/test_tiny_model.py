@@ -9,18 +9,17 @@ import os
 import sys
 
 import pytest
-import yaml
 
 from ansible_collections.mtslime.posttrain.plugins.module_utils.smoke import tiny_model
 from ansible_collections.mtslime.posttrain.plugins.modules import hf_model_check
+from guide_values import defaults
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 STANDIN_SITE = os.path.join(REPO, "tests", "standins", "rootfs", "opt", "venv", "lib", "python3.11", "site-packages")
 
 
 def guide_model_args():
-    with open(os.path.join(REPO, "inventory", "group_vars", "all", "model.yml")) as handle:
-        return yaml.safe_load(handle)["slime_model_args"]
+    return defaults()["slime_model_args"]
 
 
 def qwen3_8b_config():
