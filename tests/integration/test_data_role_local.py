@@ -14,6 +14,7 @@ from runner import REPO, run_playbook
 
 sys.path.insert(0, os.path.join(REPO, "tests", "unit", "artifacts"))
 from test_dataset_check import verl_rows, write_parquet  # noqa: E402
+from test_dataset_split import AIME, make_math_parquet  # noqa: E402
 
 FILES = ["amt_math17k_d_qweninstruct.parquet", "aime_2024.parquet", "aime_2025.parquet"]
 
@@ -29,16 +30,22 @@ def archive(tmp_path):
     return path
 
 
-def test_check_mode_on_a_bare_node_then_prepared_once_then_converged(tmp_path):
-    data_dir = tmp_path / "models" / "data"
-    hosts = inventory(tmp_path, "data", {
+def values(data_dir, **more):
+    return dict({
         "data_method": "archive", "slime_data_dir": str(data_dir), "data_archive_files": FILES,
-        "data_archive_url": "file://%s" % archive(tmp_path), "data_archive_dest": str(tmp_path / "AIME_data.tgz"),
+        "data_archive_url": "file:///nonexistent/AIME_data.tgz", "data_archive_dest": str(data_dir) + ".tgz",
         "slime_train_file": str(data_dir / FILES[0]), "slime_eval_file": str(data_dir / FILES[2]),
         "slime_train_args": {"ROLLOUT_ARGS": {
             "input-key": "prompt", "label-key": "reward_model", "rm-type": "zero2one"}},
-        "slime_train_args_overrides": {}, "data_split_seed": 42, "data_split_source": "unused",
-        "data_split_test_size": 60, "data_split_train_output": "unused", "data_split_test_output": "unused"})
+        "slime_train_args_overrides": {}, "data_split_input": "", "data_split_seed": 42, "data_split_source": AIME,
+        "data_split_test_size": 10, "data_split_train_output": str(data_dir / "aime_train.parquet"),
+        "data_split_test_output": str(data_dir / "aime_test.parquet")}, **more)
+
+
+def test_check_mode_on_a_bare_node_then_prepared_once_then_converged(tmp_path):
+    data_dir = tmp_path / "models" / "data"
+    hosts = inventory(tmp_path, "data", values(
+        data_dir, data_archive_url="file://%s" % archive(tmp_path), data_archive_dest=str(tmp_path / "AIME_data.tgz")))
 
     check = run_playbook(PLAYBOOK, hosts, "--check", "--diff", timeout=300)
     assert check.rc == 0, check.stdout[-3000:]
@@ -65,3 +72,27 @@ def test_check_mode_on_a_bare_node_then_prepared_once_then_converged(tmp_path):
     (data_dir / FILES[2]).write_bytes(b"not parquet")
     broken = run_playbook(PLAYBOOK, hosts, "--limit", "n2", timeout=300)
     assert broken.rc != 0 and "cannot read it as Parquet" in broken.stdout, broken.stdout[-3000:]
+
+
+def test_check_mode_before_the_split_then_split_once(tmp_path):
+    data_dir = tmp_path / "models" / "data"
+    source = make_math_parquet(str(tmp_path / "math.parquet"))
+    train, test = data_dir / "aime_train.parquet", data_dir / "aime_test.parquet"
+    hosts = inventory(tmp_path, "data", values(
+        data_dir, data_method="preprocess", data_split_input=source, slime_train_file=str(train),
+        slime_eval_file=str(test)))
+
+    check = run_playbook(PLAYBOOK, hosts, "--check", "--diff", timeout=300)
+    assert check.rc == 0, check.stdout[-3000:]
+    assert [r["changed"] for r in check.results("Split the source data into train and test files")] == [True]
+    for host in ("n1", "n2"):
+        skipped = ran(check, host, "Say which data checks wait for a real run")
+        assert len(skipped) == 1 and "write them with the split" in skipped[0]["event_data"]["res"]["msg"]
+    assert not train.exists() and not test.exists()
+
+    first = run_playbook(PLAYBOOK, hosts, timeout=300)
+    assert first.rc == 0, first.stdout[-3000:]
+    assert [len(ran(first, host, "Check the data the run will read")) for host in ("n1", "n2")] == [1, 1]
+    check = run_playbook(PLAYBOOK, hosts, "--check", "--diff", timeout=300)
+    assert check.rc == 0 and check.changed_hosts() == {}, check.changed_tasks()
+    assert [len(ran(check, host, "Check the data the run will read")) for host in ("n1", "n2")] == [1, 1]
