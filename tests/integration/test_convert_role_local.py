@@ -42,6 +42,11 @@ def test_converted_once_through_the_prepare_flow_then_converged(tmp_path, monkey
     check = run_playbook(PLAYBOOK, hosts, "--check", timeout=300)
     assert check.rc == 0 and check.changed_hosts() == {}, check.changed_tasks()
     assert not target.exists()
+    said = ran(check, "n1", "Say what will be done")[0]["event_data"]["res"]["msg"]
+    assert "it would be converted with `torchrun" in said
+    waiting = [ran(check, host, "Say which checkpoint check waits for a real run") for host in ("n1", "n2")]
+    assert [len(w) for w in waiting] == [1, 1]
+    assert "because n1 would convert it first" in waiting[1][0]["event_data"]["res"]["msg"]
 
     first = run_playbook(PLAYBOOK, hosts, timeout=300)
     assert first.rc == 0, first.stdout[-3000:]
@@ -56,3 +61,4 @@ def test_converted_once_through_the_prepare_flow_then_converged(tmp_path, monkey
     assert not ran(again, "n1", "Take the lock")
     check = run_playbook(PLAYBOOK, hosts, "--check", timeout=300)
     assert check.rc == 0 and check.changed_hosts() == {}, check.changed_tasks()
+    assert not ran(check, "n1", "Say which checkpoint check waits for a real run")

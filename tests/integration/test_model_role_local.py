@@ -30,6 +30,9 @@ def test_copied_once_through_the_prepare_flow_then_converged_and_a_bad_model_mov
     check = run_playbook(PLAYBOOK, hosts, "--check", timeout=300)
     assert check.rc == 0 and check.changed_hosts() == {}, check.changed_tasks()
     assert "Would fetch Qwen/Qwen3-8B from node_dir" in check.stdout and not target.exists()
+    waiting = [ran(check, host, "Say which model check waits for a real run") for host in ("n1", "n2")]
+    assert [len(w) for w in waiting] == [1, 1]
+    assert "because n1 would fetch it first" in waiting[1][0]["event_data"]["res"]["msg"]
 
     first = run_playbook(PLAYBOOK, hosts, timeout=300)
     assert first.rc == 0, first.stdout[-3000:]
@@ -44,6 +47,7 @@ def test_copied_once_through_the_prepare_flow_then_converged_and_a_bad_model_mov
     assert not [e for e in again.events if "mtslime.posttrain.prepare" in (e.get("event_data") or {}).get("role", "")]
     check = run_playbook(PLAYBOOK, hosts, "--check", timeout=300)
     assert check.rc == 0 and check.changed_hosts() == {}, check.changed_tasks()
+    assert not ran(check, "n2", "Say which model check waits for a real run")
 
     shard = target / "model-00002-of-00003.safetensors"
     size = shard.stat().st_size
