@@ -16,7 +16,7 @@
 from __future__ import annotations
 
 import os
-from typing import List, Optional, TypedDict
+from typing import Dict, List, Optional, TypedDict
 
 try:
     from ansible_collections.mtslime.posttrain.plugins.module_utils.artifacts import aside
@@ -132,7 +132,8 @@ def resume_plan(save_dir: str, now=None) -> ResumePlan:
 
     complete = [r for r in reports if r["complete"]]
     with_data = [r for r in complete if r["data_state"]]
-    chosen = (with_data or complete or [None])[-1]
+    candidates = with_data or complete
+    chosen = candidates[-1] if candidates else None
     chosen_it = chosen["iteration"] if chosen else None
 
     for report in reversed(reports):
@@ -218,7 +219,8 @@ def apply_resume_plan(plan: ResumePlan) -> Applied:
     """Move aside what resume_plan listed (aside.py: renamed, never deleted) and write the tracker it wants
     (temp file + rename). Returns the actions and the moves made ({path, to}). Raises ResumeError, naming the path
     and the fix, when the save dir changed since the plan (a job saved meanwhile) or a move fails."""
-    actions, moved = [], []
+    actions: List[str] = []
+    moved: List[Dict[str, str]] = []
     save_dir = plan["save_dir"]
     tracker = plan.get("tracker")
     if tracker is not None:

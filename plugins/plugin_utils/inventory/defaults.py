@@ -14,7 +14,7 @@ ROLE = "settings"
 DIRECTORY = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
     __file__))))), "roles", ROLE, "defaults", "main")
 LABEL = "roles/%s/defaults/main/" % ROLE
-_CACHE = {}
+_CACHE: dict = {}
 
 
 def files():
