@@ -4,10 +4,12 @@
 # the same fields). Writing the files is transformers' job (write_model); this file decides
 # what they hold.
 #
-# Standard library only; Python 3.8+.
+# Python 3.8+.
 from __future__ import annotations
 
 import os
+
+from ansible_collections.mtslime.posttrain.plugins.module_utils.common import flag_on, norm_flag
 
 # Small dimensions that every Megatron and Hugging Face check accepts: heads * kv-channels need not equal
 # the hidden size (Qwen3 has head_dim), query groups divide the heads, the vocabulary is a multiple of 128.
@@ -31,19 +33,6 @@ UNTIE = "untie-embeddings-and-output-weights"
 PER_LAYER = ("layer_types", "mlp_only_layers")
 ARCHITECTURES = {"qwen3": "Qwen3ForCausalLM", "qwen2": "Qwen2ForCausalLM", "llama": "LlamaForCausalLM"}
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_end|>")  # pad/bos and eos, the last two ids of the vocabulary
-
-
-def norm_flag(name):
-    return str(name).lstrip("-").replace("_", "-").lower()
-
-
-def flag_on(value):
-    """The inventory's convention for MODEL_ARGS: true = a bare flag; false or null = left out."""
-    if value is None:
-        return False
-    if isinstance(value, str):
-        return value.strip().lower() not in ("false", "no", "off", "0")
-    return bool(value)
 
 
 def smoke_model_args(model_args, layers):
