@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Write the options of each role's meta/argument_specs.yml from the inventory schema
 (plugins/plugin_utils/inventory/variables.py): type, elements, choices, description, no_log, and the default from
 the collection's defaults (roles/settings/defaults/main/). Which role reads which variables is ROLE_OPTIONS below;
@@ -130,7 +130,7 @@ def render(role):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args(argv)
     stale = []

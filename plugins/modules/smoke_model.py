@@ -225,8 +225,8 @@ def main():
         kind, config = tiny_model.hf_config(args, base)
     except (TypeError, ValueError) as exc:
         module.fail_json(msg="cannot make the smoke model: %s" % exc)
-    stack = smoke_stack.probe(sys.executable, params["python_path"],
-                              {str(k): str(v) for k, v in params["probe_env"].items()})
+    probe_env = {str(k): str(v) for k, v in params["probe_env"].items()}
+    stack = smoke_stack.probe(sys.executable, params["python_path"], probe_env)
     result = dict(
         changed=False, hf_dir=os.path.join(path, "hf"), model_args=args, model_type=kind, config=config,
         config_from=params["config_file"] if base is not None else "model_args", stack=stack,
@@ -240,10 +240,10 @@ def main():
     except (OSError, ValueError) as exc:
         module.fail_json(msg="smoke_dir: %s" % exc, **result)
     try:
-        result["files"] = tiny_model.write_model(result["hf_dir"], kind, config)
-    except Exception as exc:  # an image's transformers fails in many ways; the smoke run reports each
-        module.fail_json(msg="writing the %s model with the image's transformers failed: %s: %s"
-                         % (kind, type(exc).__name__, exc), **result)
+        result["files"] = tiny_model.write_model(
+            result["hf_dir"], kind, config, sys.executable, smoke_stack.converter_env(params["python_path"], probe_env))
+    except (tiny_model.WriteError, OSError, ValueError) as exc:
+        module.fail_json(msg="writing the %s model with the image's transformers failed: %s" % (kind, exc), **result)
     module.exit_json(**result)
 
 

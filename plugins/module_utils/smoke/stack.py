@@ -70,11 +70,18 @@ def probe_one(python, name, env, timeout):
 def probe(python, python_path, extra_env=None, timeout=120, packages=PACKAGES):
     """{package: {ok, version | error, seconds[, device, device_count]}} as `python` with `python_path`
     in front of PYTHONPATH (the converter's: slime and Megatron) sees them."""
+    env = converter_env(python_path, extra_env)
+    return {name: probe_one(python, name, env, timeout) for name in packages}
+
+
+def converter_env(python_path, extra_env=None):
+    """This process's environment with `extra_env` and `python_path` in front of PYTHONPATH: what the converter
+    sees (slime and Megatron first)."""
     env = dict(os.environ)
     env.update(extra_env or {})
     paths = [p for p in python_path if p] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
     env["PYTHONPATH"] = os.pathsep.join(paths)
-    return {name: probe_one(python, name, env, timeout) for name in packages}
+    return env
 
 
 def lacks(stack, accelerator):

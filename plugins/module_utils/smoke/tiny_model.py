@@ -2,14 +2,17 @@
 # small dimensions, as MODEL_ARGS for the converter and as a Hugging Face config.json that
 # matches them field for field (the converter's hf_validate_args and hf_model_check compare
 # the same fields). Writing the files is transformers' job (write_model); this file decides
-# what they hold.
+# what they hold, and the writer runs in the image's interpreter, a process of its own.
 #
 # Python 3.8+.
 from __future__ import annotations
 
-import os
+import json
+import subprocess
+import sys
 
 from ansible_collections.mtslime.posttrain.plugins.module_utils.common import flag_on, norm_flag
+from ansible_collections.mtslime.posttrain.plugins.module_utils.logs.scan import first_error
 
 # Small dimensions that every Megatron and Hugging Face check accepts: heads * kv-channels need not equal
 # the hidden size (Qwen3 has head_dim), query groups divide the heads, the vocabulary is a multiple of 128.
@@ -110,23 +113,48 @@ def tokenizer_vocab(vocab_size):
     return {token: index for index, token in enumerate(words + list(SPECIAL_TOKENS))}
 
 
-def write_model(path, kind, config):
-    """Writes the small model with transformers and tokenizers (imported here: they are the image's, and
-    importing them is part of what the smoke run tries): config.json, model.safetensors, the tokenizer files.
-    Returns the file names written."""
-    import tokenizers
-    import transformers
+# Run by the image's interpreter in a process of its own, with the job as JSON on stdin: a module's own process
+# carries Ansible's patches (ansible.module_utils replaces sys.intern, which torch._dynamo, imported with
+# transformers, refuses: "substitute_in_graph expects a function", seen on an H200 with torch 2.11).
+WRITE_SCRIPT = r"""
+import json, os, sys
+job = json.load(sys.stdin)
+import tokenizers
+import transformers
+config = job["config"]
+fields = {k: v for k, v in config.items() if k not in ("model_type", "architectures")}
+model_config = transformers.AutoConfig.for_model(job["kind"], **fields)
+model_config.architectures = list(config["architectures"])
+transformers.AutoModelForCausalLM.from_config(model_config).save_pretrained(job["path"])
+special = job["special"]
+word_level = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab=job["vocab"], unk_token="<unk>"))
+word_level.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+tokenizer = transformers.PreTrainedTokenizerFast(
+    tokenizer_object=word_level, unk_token="<unk>", pad_token=special[0], bos_token=special[0], eos_token=special[1])
+tokenizer.save_pretrained(job["path"])
+print(json.dumps(sorted(os.listdir(job["path"]))))
+"""
 
-    fields = {k: v for k, v in config.items() if k not in ("model_type", "architectures")}
-    model_config = transformers.AutoConfig.for_model(kind, **fields)
-    model_config.architectures = list(config["architectures"])
-    model = transformers.AutoModelForCausalLM.from_config(model_config)
-    model.save_pretrained(path)
-    vocab = tokenizer_vocab(config["vocab_size"])
-    word_level = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    word_level.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
-    tokenizer = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=word_level, unk_token="<unk>", pad_token=SPECIAL_TOKENS[0], bos_token=SPECIAL_TOKENS[0],
-        eos_token=SPECIAL_TOKENS[1])
-    tokenizer.save_pretrained(path)
-    return sorted(os.listdir(path))
+
+class WriteError(Exception):
+    """The writer failed; the message is the exception that ended it (or its last output line)."""
+
+
+def write_model(path, kind, config, python=None, env=None, timeout=600):
+    """Writes the small model with the image's transformers and tokenizers (importing them is part of what the
+    smoke run tries), in a process of `python` with `env`: config.json, model.safetensors, the tokenizer files.
+    Returns the file names written; raises WriteError naming the exception that ended the writer."""
+    job = {"path": path, "kind": kind, "config": config, "vocab": tokenizer_vocab(config["vocab_size"]),
+           "special": list(SPECIAL_TOKENS)}
+    try:
+        done = subprocess.run([python or sys.executable, "-c", WRITE_SCRIPT], input=json.dumps(job), env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                              timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        raise WriteError("the writer did not finish in %d s" % timeout) from None
+    if done.returncode:
+        lines = done.stderr.splitlines()
+        found = first_error(lines)
+        why = (found.get("exception") or found["line"]) if found else (lines[-1] if lines else "no output")
+        raise WriteError("%s (rc %d)" % (why, done.returncode))
+    return json.loads(done.stdout.strip().splitlines()[-1])

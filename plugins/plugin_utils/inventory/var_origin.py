@@ -127,8 +127,8 @@ class Origins:
         where = file_and_line(raw)
         if kind == "default":  # named from the collection's root, wherever it is installed
             tag = _tag(raw)
-            where = defaults.sources().get(name, defaults.LABEL) + (":%d" % tag.line_num if tag and tag.line_num
-                                                                      else "")
+            line = ":%d" % tag.line_num if tag and tag.line_num else ""
+            where = defaults.sources().get(name, defaults.LABEL) + line
         text = "from %s%s" % (label, " (%s)" % where if where else "")
         if kind in ("host", "extra"):
             group = self.group_value(host_name, name)

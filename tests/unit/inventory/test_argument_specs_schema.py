@@ -76,5 +76,5 @@ def test_only_the_settings_role_holds_defaults_of_inventory_variables():
         if "/roles/settings/" in path:
             continue
         names = [n for n in _yaml(os.path.relpath(path, REPO)) if not n.startswith("_")]
-        assert names == [], "%s sets %s: move it to roles/settings/defaults/main/" % (os.path.relpath(path, REPO),
-                                                                                     names)
+        where = os.path.relpath(path, REPO)
+        assert names == [], "%s sets %s: move it to roles/settings/defaults/main/" % (where, names)

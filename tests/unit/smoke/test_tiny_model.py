@@ -103,24 +103,42 @@ def test_the_tokenizer_vocabulary_has_exactly_the_models_size_with_the_special_t
     assert vocab["<|im_end|>"] == 1023 and vocab["<|endoftext|>"] == 1022 and vocab["<unk>"] == 0
 
 
-@pytest.fixture
-def standin_transformers(monkeypatch):
-    """The test image's stand-in transformers and tokenizers (the real ones need torch), imported for this test."""
-    for name in ("transformers", "tokenizers"):
-        monkeypatch.delitem(sys.modules, name, raising=False)
-    monkeypatch.syspath_prepend(STANDIN_SITE)
-    yield
-    for name in ("transformers", "tokenizers"):
-        sys.modules.pop(name, None)
-
-
-def test_the_written_model_passes_hf_model_check(standin_transformers, tmp_path, run_module):
+def test_the_written_model_passes_hf_model_check(tmp_path, run_module):
     args = tiny_model.smoke_model_args(guide_model_args(), 2)
     kind, config = tiny_model.hf_config(args)
-    files = tiny_model.write_model(str(tmp_path / "hf"), kind, config)
+    files = tiny_model.write_model(str(tmp_path / "hf"), kind, config, env=dict(os.environ, PYTHONPATH=STANDIN_SITE))
     assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"} <= set(files)
     with open(tmp_path / "hf" / "config.json") as handle:
         written = json.load(handle)
     assert written["num_hidden_layers"] == 2 and written["architectures"] == ["Qwen3ForCausalLM"]
     result, failed = run_module(hf_model_check, {"path": str(tmp_path / "hf"), "model_args": args})
     assert not failed, result["msg"]
+
+
+GUARD = """
+import sys, types
+if not isinstance(sys.intern, types.BuiltinFunctionType):  # what torch._dynamo refuses, as on an H200
+    raise TypeError("substitute_in_graph expects a function but got %r" % type(sys.intern))
+def deep(n):
+    return deep(n - 1) if n else 1 / 0
+deep(50)
+"""
+
+
+def test_the_writer_runs_apart_from_the_modules_patches_and_names_the_exception_that_ended_it(tmp_path):
+    """A module's process has Ansible's sys.intern patch; transformers (torch._dynamo) refuses it. The writer's own
+    process does not have it: the stand-in transformers here gets past that check and dies deeper, and the error
+    names the exception at the end of its traceback."""
+    import ansible.module_utils.basic  # noqa: F401  (installs the patch in this process, as in a module)
+    import types
+
+    assert not isinstance(sys.intern, types.BuiltinFunctionType)
+    site = tmp_path / "site" / "transformers"
+    site.mkdir(parents=True)
+    (site / "__init__.py").write_text(GUARD)
+    (tmp_path / "site" / "tokenizers.py").write_text("")
+    kind, config = tiny_model.hf_config(tiny_model.smoke_model_args(guide_model_args(), 2))
+    with pytest.raises(tiny_model.WriteError) as caught:
+        tiny_model.write_model(str(tmp_path / "hf"), kind, config,
+                               env=dict(os.environ, PYTHONPATH=str(tmp_path / "site")))
+    assert str(caught.value) == "ZeroDivisionError: division by zero (rc 1)"
