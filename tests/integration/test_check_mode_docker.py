@@ -5,11 +5,11 @@ no Ray inside): every stage says what it would do inside it and none fails; chec
 from __future__ import annotations
 
 import os
-import subprocess
 
 import pytest
 
 from runner import run_playbook
+from training_container import container_values, docker
 
 pytestmark = pytest.mark.docker
 
@@ -18,19 +18,13 @@ NAME = "mtslime-checkmode-test"
 STAGES = "data,model,convert,ray_head,train_job"
 
 
-def docker(*args, check=True):
-    return subprocess.run(["docker", *args], capture_output=True, text=True, check=check)
-
-
 @pytest.fixture
 def node(tmp_path):
     if docker("image", "inspect", IMAGE, check=False).returncode != 0:
         pytest.fail("the test image is missing: run tests/images/build first")
     docker("rm", "-f", NAME, check=False)
     (tmp_path / "data").mkdir()
-    yield {"container_name": NAME, "container_image": IMAGE, "container_pull": "never",
-           "container_privileged": False, "container_volumes": ["%s/data:/data" % tmp_path],
-           "slime_render_dir": str(tmp_path / "rendered")}
+    yield container_values(NAME, IMAGE, tmp_path)
     docker("rm", "-f", NAME, check=False)
 
 

@@ -7,21 +7,17 @@ with the locally built training-suite test image."""
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 
 from runner import run_playbook
+from training_container import container_values, docker
 
 pytestmark = pytest.mark.docker
 
 IMAGE = "mtslime-test/training-suite:current"
 ARCHIVED = "mtslime-test/from-archive:1"
 NAME = "mtslime-archive-test"
-
-
-def docker(*args, check=True):
-    return subprocess.run(["docker", *args], capture_output=True, text=True, check=check)
 
 
 @pytest.fixture(scope="module")
@@ -38,15 +34,7 @@ def archive(tmp_path_factory):
 
 
 def container_play(tmp_path, **extra):
-    values = {
-        "container_name": NAME,
-        "container_image": ARCHIVED,
-        "container_pull": "never",
-        "container_privileged": False,
-        "container_volumes": ["%s/data:/data" % tmp_path],
-        "slime_render_dir": str(tmp_path / "rendered"),
-    }
-    values.update(extra)
+    values = container_values(NAME, ARCHIVED, tmp_path, **extra)
     return run_playbook("site.yml", "molecule/default/inventory", "--tags", "container", extravars=values)
 
 

@@ -34,17 +34,21 @@ def node(tmp_path, monkeypatch):
     return tmp_path
 
 
-def smoke(node, *args):
-    values = {
+def node_values(node, **extra):
+    """Extra vars for this machine as a CUDA node without a container: slime and the model under `node`,
+    Megatron from the stand-ins."""
+    return dict({
         "container_enabled": False,
         "slime_accelerator": "cuda",
         "slime_dir": str(node / "slime"),
         "slime_megatron_dir": os.path.join(ROOTFS, "home", "Megatron-LM"),
         "slime_hf_model_dir": str(node / "model"),
-        "smoke_dir": str(node / "scratch"),
-        "smoke_poll_interval": 1,
         "slime_render_dir": str(node / "rendered"),
-    }
+    }, **extra)
+
+
+def smoke(node, *args):
+    values = node_values(node, smoke_dir=str(node / "scratch"), smoke_poll_interval=1)
     return run_playbook("playbooks/smoke.yml", "molecule/default/inventory", *args, extravars=values, timeout=300)
 
 
@@ -75,17 +79,8 @@ def test_a_failure_on_the_node_moves_the_scratch_aside(node):
 def test_the_conversion_itself_runs_through_the_same_start(node):
     """site.yml --tags convert on the same node: the real conversion starts through roles/convert/tasks/start.yml
     too, with the inventory's model, save directory, log and port."""
-    values = {
-        "container_enabled": False,
-        "slime_accelerator": "cuda",
-        "slime_dir": str(node / "slime"),
-        "slime_megatron_dir": os.path.join(ROOTFS, "home", "Megatron-LM"),
-        "slime_hf_model_dir": str(node / "model"),
-        "slime_mcore_dir": str(node / "mcore" / "Qwen3-8B_slime"),
-        "convert_log_file": str(node / "convert.log"),
-        "convert_poll_interval": 1,
-        "slime_render_dir": str(node / "rendered"),
-    }
+    values = node_values(node, slime_mcore_dir=str(node / "mcore" / "Qwen3-8B_slime"),
+                         convert_log_file=str(node / "convert.log"), convert_poll_interval=1)
     run = run_playbook("site.yml", "molecule/default/inventory", "--tags", "convert", extravars=values, timeout=300)
     assert run.rc == 0, run.stdout[-4000:]
     assert (node / "mcore" / "Qwen3-8B_slime" / "release").is_dir()

@@ -9,21 +9,17 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 
 import pytest
 
 from runner import run_playbook
+from training_container import container_values, docker
 from smoke_checks import SCRATCH, assert_failure_reported, assert_passed, message
 
 pytestmark = pytest.mark.docker
 
 IMAGE = os.environ.get("MTSLIME_TEST_SUITE_IMAGE", "mtslime-test/training-suite:current")
 NAME = "mtslime-smoke-test"
-
-
-def docker(*args, check=True):
-    return subprocess.run(["docker", *args], capture_output=True, text=True, check=check)
 
 
 def in_container(script, check=False):
@@ -42,15 +38,7 @@ def node(tmp_path_factory):
 
 
 def smoke(root, *args):
-    values = {
-        "container_name": NAME,
-        "container_image": IMAGE,
-        "container_pull": "never",
-        "container_privileged": False,
-        "container_volumes": ["%s/data:/data" % root],
-        "slime_render_dir": str(root / "rendered"),
-        "smoke_poll_interval": 1,
-    }
+    values = container_values(NAME, IMAGE, root, smoke_poll_interval=1)
     return run_playbook("playbooks/smoke.yml", "molecule/default/inventory", *args, extravars=values, timeout=600)
 
 
