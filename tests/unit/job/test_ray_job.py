@@ -18,6 +18,7 @@ import pytest
 
 from ansible_collections.mtslime.posttrain.plugins.module_utils.job import logs as job_logs
 from ansible_collections.mtslime.posttrain.plugins.modules import ray_job
+from ansible_collections.mtslime.posttrain.plugins.module_utils.job import ray_job_task
 
 EXP = "qwen3-8B"
 ENTRY = (
@@ -317,14 +318,14 @@ def test_several_active_jobs_are_reported_with_a_warning(run_module, fake, tmp_p
 
 def test_a_concurrent_submission_is_not_repeated(run_module, fake, tmp_path, warned, monkeypatch):
     """The id appears between the job list and the POST: reported, never posted twice."""
-    real_list = ray_job.RayClient.list_jobs
+    real_list = ray_job_task.RayClient.list_jobs
 
     def list_then_race(self):
         jobs = real_list(self)
         fake.add_job("qwen3-8B-attempt-1", "PENDING", OURS)
         return jobs
 
-    monkeypatch.setattr(ray_job.RayClient, "list_jobs", list_then_race)
+    monkeypatch.setattr(ray_job_task.RayClient, "list_jobs", list_then_race)
     result, failed = run_module(ray_job, base_args(fake, tmp_path, files=None, log_file=None, manifest=None))
     assert not failed and not result["changed"] and result["submission_id"] == "qwen3-8B-attempt-1"
     assert any("another run submitted it" in w for w in warned)
@@ -449,17 +450,17 @@ def test_stopped_with_nothing_active(run_module, fake, tmp_path):
 def test_stopped_without_ray_on_the_node_has_nothing_to_stop(run_module, fake, monkeypatch):
     url = fake.url
     fake.close()  # nothing answers there any more
-    monkeypatch.setattr(ray_job, "ray_processes", lambda: [])
+    monkeypatch.setattr(ray_job_task, "ray_processes", lambda: [])
     result, failed = run_module(ray_job, {"dashboard_url": url, "experiment": EXP, "state": "stopped"})
     assert not failed and not result["changed"] and result["submission_id"] is None
     assert result["message"] == "no Ray runs on this node (no Ray process, nothing answers at %s): no job can run, " \
                                 "nothing to stop" % url
     # a Ray process that does not answer (a wrong port, a dashboard not up yet) is a failure, not "nothing to stop"
-    monkeypatch.setattr(ray_job, "ray_processes", lambda: [(42, "gcs_server")])
+    monkeypatch.setattr(ray_job_task, "ray_processes", lambda: [(42, "gcs_server")])
     result, failed = run_module(ray_job, {"dashboard_url": url, "experiment": EXP, "state": "stopped"})
     assert failed and "cannot list the jobs at %s" % url in result["msg"]
     # status still says that it could not read the job
-    monkeypatch.setattr(ray_job, "ray_processes", lambda: [])
+    monkeypatch.setattr(ray_job_task, "ray_processes", lambda: [])
     result, failed = run_module(ray_job, {"dashboard_url": url, "experiment": EXP, "state": "status"})
     assert failed and "cannot list the jobs" in result["msg"]
 
@@ -691,7 +692,7 @@ def test_manifest_dir_that_cannot_be_made_fails_naming_it(run_module, fake, tmp_
 
 def test_a_refused_submission_fails_with_rays_text(run_module, fake, tmp_path, monkeypatch):
     def refuse(self, *args, **kwargs):
-        raise ray_job.RayApiError(
+        raise ray_job_task.RayApiError(
             "Ray dashboard answered HTTP 400",
             url=fake.url + "/api/jobs/",
             method="POST",
@@ -699,7 +700,7 @@ def test_a_refused_submission_fails_with_rays_text(run_module, fake, tmp_path, m
             body="Traceback\nTypeError: bad runtime_env\n",
         )
 
-    monkeypatch.setattr(ray_job.RayClient, "submit_job", refuse)
+    monkeypatch.setattr(ray_job_task.RayClient, "submit_job", refuse)
     result, failed = run_module(ray_job, base_args(fake, tmp_path, files=None, log_file=None, manifest=None))
     assert failed and "submitting qwen3-8B-attempt-1 to %s failed" % fake.url in result["msg"]
     assert "TypeError: bad runtime_env" in result["msg"] and result["error"]["status"] == 400
@@ -710,9 +711,9 @@ def test_a_failed_upload_fails_naming_the_working_dir(run_module, fake, tmp_path
     work.mkdir()
 
     def too_big(self, directory, excludes=None):
-        raise ray_job.RayApiError("the working_dir package of %s is over Ray's limit" % directory, kind="package")
+        raise ray_job_task.RayApiError("the working_dir package of %s is over Ray's limit" % directory, kind="package")
 
-    monkeypatch.setattr(ray_job.RayClient, "upload_working_dir", too_big)
+    monkeypatch.setattr(ray_job_task.RayClient, "upload_working_dir", too_big)
     result, failed = run_module(
         ray_job, base_args(fake, tmp_path, runtime_env={"working_dir": str(work)}, log_file=None)
     )
@@ -720,14 +721,14 @@ def test_a_failed_upload_fails_naming_the_working_dir(run_module, fake, tmp_path
 
 
 def test_an_id_taken_by_someone_else_fails(run_module, fake, tmp_path, monkeypatch):
-    real_list = ray_job.RayClient.list_jobs
+    real_list = ray_job_task.RayClient.list_jobs
 
     def list_then_race(self):
         jobs = real_list(self)
         fake.add_job("qwen3-8B-attempt-1", "SUCCEEDED", {}, entrypoint="echo other")
         return jobs
 
-    monkeypatch.setattr(ray_job.RayClient, "list_jobs", list_then_race)
+    monkeypatch.setattr(ray_job_task.RayClient, "list_jobs", list_then_race)
     result, failed = run_module(ray_job, base_args(fake, tmp_path, files=None, log_file=None, manifest=None))
     assert (
         failed
@@ -740,11 +741,11 @@ def test_a_failed_stop_request_fails_naming_the_job(run_module, fake, monkeypatc
     fake.add_job("qwen3-8B-attempt-1", "RUNNING", OURS)
 
     def broken(self, sid):
-        raise ray_job.RayApiError(
+        raise ray_job_task.RayApiError(
             "Ray dashboard answered HTTP 500", url=fake.url, status=500, body="RuntimeError: agent gone\n"
         )
 
-    monkeypatch.setattr(ray_job.RayClient, "stop_job", broken)
+    monkeypatch.setattr(ray_job_task.RayClient, "stop_job", broken)
     result, failed = run_module(ray_job, {"dashboard_url": fake.url, "experiment": EXP, "state": "stopped"})
     assert failed and "stopping qwen3-8B-attempt-1 failed" in result["msg"] and "agent gone" in result["msg"]
 

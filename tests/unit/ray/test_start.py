@@ -10,6 +10,7 @@ from ansible.module_utils import basic
 
 from ansible_collections.mtslime.posttrain.plugins.module_utils.ray import node_probe as ray_node_probe
 from ansible_collections.mtslime.posttrain.plugins.modules import ray_start
+from ansible_collections.mtslime.posttrain.plugins.module_utils.ray import ray_start_task
 from fake_ray import FakeGcs, FakeRay, free_port, node
 
 
@@ -26,7 +27,7 @@ def head():
 def node_probe(monkeypatch):
     """What the node shows (processes, recorded address, busy ports): no Ray by default."""
     shown = {"processes": 0, "process_list": [], "recorded_address": "", "recorded_answers": False, "listening": []}
-    monkeypatch.setattr(ray_start, "probe_node", lambda ports: dict(shown))
+    monkeypatch.setattr(ray_start_task, "probe_node", lambda ports: dict(shown))
     return shown
 
 
@@ -75,15 +76,15 @@ def test_a_slow_dashboard_behind_a_live_gcs_is_asked_again_before_any_decision(r
     dashboard, gcs = head
     dashboard.add_job("qwen3-8B-attempt-1", status="RUNNING")
     node_probe.update(processes=12, recorded_address=gcs.address, recorded_answers=True)
-    real_probe, calls = ray_start.probe_head, []
+    real_probe, calls = ray_start_task.probe_head, []
 
     def slow_then_up(*args):
         calls.append(1)
         return real_probe(*args) if len(calls) > 2 else {"up": False, "head_node": None, "nodes": [],
                                                          "active_jobs": [], "ray_version": None}
 
-    monkeypatch.setattr(ray_start, "probe_head", slow_then_up)
-    monkeypatch.setattr(ray_start.time, "sleep", lambda s: None)
+    monkeypatch.setattr(ray_start_task, "probe_head", slow_then_up)
+    monkeypatch.setattr(ray_start_task.time, "sleep", lambda s: None)
     result, failed = run_module(ray_start, head_args(dashboard.url, gcs.address))
     assert not failed and result["action"] == "keep" and result["active_jobs"] == ["qwen3-8B-attempt-1"]
     assert len(calls) == 3 and commands[0] == []
@@ -94,8 +95,8 @@ def test_a_dashboard_that_never_answers_behind_a_live_gcs_is_refused_after_the_g
     gcs = FakeGcs()
     try:
         node_probe.update(processes=12, recorded_address=gcs.address, recorded_answers=True)
-        monkeypatch.setattr(ray_start, "DASHBOARD_GRACE_SECONDS", 0.2)
-        monkeypatch.setattr(ray_start.time, "sleep", lambda s: None)
+        monkeypatch.setattr(ray_start_task, "DASHBOARD_GRACE_SECONDS", 0.2)
+        monkeypatch.setattr(ray_start_task.time, "sleep", lambda s: None)
         dashboard_url = "http://127.0.0.1:%d" % free_port()
         result, failed = run_module(ray_start, head_args(dashboard_url, gcs.address))
     finally:
