@@ -70,7 +70,7 @@ def engine():
     path = os.path.join(folder, "docker.sock")
     server = Server(path, Handler)
     server.routes, server.requests = {}, []
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     yield Engine(path, timeout=5), server
     server.shutdown()
