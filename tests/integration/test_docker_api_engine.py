@@ -31,7 +31,8 @@ def test_inspect_exec_stop_and_start_through_the_engine_api(container):
     engine = Engine()
     state = engine.inspect(container)
     assert state["Name"] == "/" + container and state["State"]["Running"] is True
-    assert engine.exec_run(container, ["sh", "-c", "echo out; echo err >&2; exit 3"], timeout=30) == (3, "out\n", "err\n")
+    result = engine.exec_run(container, ["sh", "-c", "echo out; echo err >&2; exit 3"], timeout=30)
+    assert result == (3, "out\n", "err\n")
     assert engine.exec_run(container, ["sh", "-c", UID], timeout=30, env={"FOO": "bar"}, user="65534") == (
         0, "bar 65534\n", "")
     docker("stop", "-t", "0", container)
