@@ -25,18 +25,20 @@ class DockerError(Exception):
         self.status = status
 
 
-class _UnixConnection(http.client.HTTPConnection):
-    def __init__(self, socket_path, timeout):
+class UnixHTTPConnection(http.client.HTTPConnection):
+    """HTTP over a unix socket; unix_sock stays reachable after a response that reads to EOF takes the socket."""
+
+    def __init__(self, path, timeout):
         super().__init__("localhost", timeout=timeout)
-        self.socket_path = socket_path
+        self.unix_path = path
         self.unix_sock = None
 
     def connect(self):
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(self.timeout)
         try:
-            sock.connect(self.socket_path)
-        except OSError:
+            sock.connect(self.unix_path)
+        except BaseException:
             sock.close()
             raise
         self.sock = self.unix_sock = sock
@@ -48,7 +50,7 @@ class Engine:
         self.timeout = timeout
 
     def _open(self, method, path, body=None, timeout=None):
-        conn = _UnixConnection(self.socket_path, self.timeout if timeout is None else timeout)
+        conn = UnixHTTPConnection(self.socket_path, self.timeout if timeout is None else timeout)
         data = None if body is None else json.dumps(body).encode()
         headers = {"Content-Type": "application/json"} if body is not None else {}
         try:
