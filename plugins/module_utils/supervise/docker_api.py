@@ -77,13 +77,16 @@ class Engine:
         if missing_ok and response.status == 404:
             return response.status, None
         if response.status not in ok:
-            try:
-                detail = json.loads(raw.decode("utf-8", "replace"))["message"]
-            except (ValueError, KeyError, TypeError):
-                detail = raw.decode("utf-8", "replace").strip()
-            raise DockerError("Docker engine at %s: %s %s answered %d: %s"
-                              % (self.socket_path, method, path, response.status, detail), response.status)
+            raise self._refused(method, path, response.status, raw)
         return response.status, json.loads(raw.decode("utf-8")) if raw.strip() else None
+
+    def _refused(self, method, path, status, raw):
+        try:
+            detail = json.loads(raw.decode("utf-8", "replace"))["message"]
+        except (ValueError, KeyError, TypeError):
+            detail = raw.decode("utf-8", "replace").strip()
+        return DockerError("Docker engine at %s: %s %s answered %d: %s" % (self.socket_path, method, path, status,
+                                                                            detail), status)
 
     def inspect(self, name):
         return self._call("GET", "/containers/%s/json" % quote(name, safe=""), missing_ok=True)[1]
@@ -104,9 +107,7 @@ class Engine:
         conn, response = self._open("POST", path + "/start", {"Detach": False, "Tty": False}, timeout=timeout)
         try:
             if response.status != 200:
-                raise DockerError("Docker engine at %s: POST %s/start answered %d: %s" % (
-                    self.socket_path, path, response.status, response.read().decode("utf-8", "replace").strip()),
-                    response.status)
+                raise self._refused("POST", path + "/start", response.status, response.read())
             stdout, stderr = self._demux(conn, response, deadline)
         except (socket.timeout, TimeoutError) as exc:
             raise DockerError("Docker engine at %s: exec of %r in %s timed out after %s s; stopped reading its "

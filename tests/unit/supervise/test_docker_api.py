@@ -213,3 +213,13 @@ def test_a_socket_nobody_listens_on_is_named():
     finally:
         os.unlink(path)
         os.rmdir(folder)
+
+
+def test_an_exec_start_the_engine_refuses_names_its_message(engine):
+    client, server = engine
+    exec_routes(server, (409, {"message": "Container train is not running"}))
+    with pytest.raises(DockerError) as caught:
+        client.exec_run("train", ["true"], timeout=5)
+    assert caught.value.status == 409
+    assert str(caught.value) == ("Docker engine at %s: POST %s answered 409: Container train is not running"
+                                 % (client.socket_path, START))
