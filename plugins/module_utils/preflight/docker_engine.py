@@ -13,26 +13,9 @@ import socket
 import sys
 
 from ansible_collections.mtslime.posttrain.plugins.module_utils.common import shorten
+from ansible_collections.mtslime.posttrain.plugins.module_utils.supervise.docker_api import UnixHTTPConnection
 
 DOCKER_TIMEOUT = 10
-
-
-class UnixHTTPConnection(http.client.HTTPConnection):
-    """HTTP over a unix socket (the Docker engine API)."""
-
-    def __init__(self, path, timeout=DOCKER_TIMEOUT):
-        super().__init__("localhost", timeout=timeout)
-        self.unix_path = path
-
-    def connect(self):
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        try:
-            sock.connect(self.unix_path)
-        except BaseException:
-            sock.close()
-            raise
-        self.sock = sock
 
 
 def docker_connection(address, timeout=DOCKER_TIMEOUT):
