@@ -37,7 +37,9 @@ ROLE_OPTIONS = {
         "container_image_archive_location", "container_image_archive_ids", "container_image_digest",
         "container_registry", "container_extra_volumes", "container_extra_env", "container_devices",
         "container_device_requests_extra", "container_runtime", "container_verify_paths", "container_archive_dir",
-        "slime_accelerator_profile", "slime_gpus_per_node", "ray_dashboard_port", "slime_work_dir"]},
+        "slime_accelerator_profile", "slime_gpus_per_node", "ray_dashboard_port", "slime_work_dir",
+        "train_job_supervise", "train_job_supervise_dir", "train_job_supervise_docker_socket",
+        "train_job_supervise_keeper"]},
     "convert": {"main": [
         "slime_dir", "slime_megatron_dir", "slime_musa_patch_dir", "slime_hf_model_dir", "slime_mcore_dir",
         "slime_model_args", "slime_accelerator_profile", "convert_script", "convert_nproc_per_node",
@@ -67,7 +69,9 @@ ROLE_OPTIONS = {
             "train_job_follow_logs", "train_job_render_dir", "slime_experiment", "slime_model_name",
             "slime_train_args", "slime_train_args_overrides", "slime_model_args", "slime_work_dir", "slime_log_dir",
             "slime_runtime_env_vars", "slime_runtime_env_vars_extra", "ray_dashboard_port", "ray_dashboard_host",
-            "train_job_notify", "train_job_keep_checkpoints", "train_job_prune", "train_job_trash_dir"],
+            "train_job_notify", "train_job_keep_checkpoints", "train_job_prune", "train_job_trash_dir",
+            "train_job_supervise", "train_job_supervise_interval", "train_job_supervise_dir", "container_name",
+            "container_python_interpreter", "container_enabled"],
         "render": ["train_job_render_dir"],
     },
     "smoke": {"main": [

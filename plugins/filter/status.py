@@ -6,14 +6,17 @@ from ansible_collections.mtslime.posttrain.plugins.plugin_utils.report import st
 
 
 def slime_status(job, progress=None, checkpoint=None, manifest=None, cluster=None, head=None, experiment=None,
-                 log_file=None, save_dir=None, tensorboard=None, report=None, containers=None):
+                 log_file=None, save_dir=None, tensorboard=None, report=None, containers=None, supervisor=None,
+                 supervised=False):
     """One cluster's status from the registered results of ray_job (state=status), train_progress,
     mcore_checkpoint (expect=training) and the slurped manifest; containers: {node: state of its training
-    container} (playbooks/plays/container_state.yml)."""
+    container} (playbooks/plays/container_state.yml); supervisor: the slurped state.json of the supervisor when
+    `supervised`."""
     return status_doc.cluster_status(job=job, progress=progress, checkpoint=checkpoint, manifest=manifest,
                                      cluster=cluster, head=head, experiment=experiment, log_file=log_file,
                                      save_dir=save_dir, tensorboard=tensorboard, report=report,
-                                     containers=containers)
+                                     containers=containers,
+                                     supervisor=status_doc.supervisor_part(supervisor, supervised))
 
 
 def slime_status_document(clusters, generated_at=None):

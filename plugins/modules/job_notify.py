@@ -13,7 +13,8 @@ description:
     M(mtslime.posttrain.node_preflight) (O(preflight)) holds, as the job's own rules decided them
     (module_utils job/notify.py): C(attempt_failed) (an attempt of the history FAILED), C(resubmitted) (an attempt was
     submitted after one that did not succeed), C(crash_loop_stopped) (the crash-loop rule refused to submit),
-    C(finished) (the job SUCCEEDED), C(disk_projection_exceeded) (the run's checkpoints will not fit on a node)."
+    C(finished) (the job SUCCEEDED), C(disk_projection_exceeded) (the run's checkpoints will not fit on a node),
+    and C(worker_lost) for each node of O(lost_workers)."
   - "Each event goes to every O(webhooks) URL as a JSON POST whose C(text) reads well in Slack, Mattermost and Teams
     incoming webhooks, with the fields C(event), C(experiment), C(cluster), C(host), C(node), C(job_id),
     C(attempt), C(step), C(exception) and C(time); and to O(command), run with the same JSON on its stdin."
@@ -45,6 +46,12 @@ options:
   preflight:
     description: "Registered results of M(mtslime.posttrain.node_preflight) by node, C({node: result})."
     type: dict
+  lost_workers:
+    description: "Nodes the supervisor found gone from the Ray head, C([{ip, since}]); each loss is a
+      C(worker_lost) event."
+    type: list
+    elements: dict
+    default: []
   webhooks:
     description: Incoming-webhook URLs. Secrets, never shown or logged.
     type: list
@@ -108,8 +115,8 @@ events:
   elements: dict
   contains:
     event:
-      description: C(attempt_failed), C(resubmitted), C(crash_loop_stopped), C(finished) or
-        C(disk_projection_exceeded).
+      description: C(attempt_failed), C(resubmitted), C(crash_loop_stopped), C(finished),
+        C(disk_projection_exceeded) or C(worker_lost).
       type: str
     key:
       description: Its sent-once key (event and submission id, or node and path).

@@ -169,6 +169,18 @@ options:
     description: Submit one more attempt although the crash-loop rule of O(max_failures_at_step) would refuse.
     type: bool
     default: false
+  lease_dir:
+    description:
+      - "The job's lease (a lock directory; the supervisor's C(job.lease), module_utils supervise/lease.py): with
+        O(state=running) or O(state=stopped) the task takes it before it plans and releases it after, so it and the
+        supervisor of M(mtslime.posttrain.job_supervise) never act on the job at once. A holder whose process is
+        gone, or whose lease ran out, is taken over."
+      - Unset, no lease is taken.
+    type: path
+  lease_wait:
+    description: Seconds to wait for a live holder of O(lease_dir) before the task fails naming it.
+    type: int
+    default: 300
 extends_documentation_fragment:
   - mtslime.posttrain.attributes
   - mtslime.posttrain.ray

@@ -8,7 +8,8 @@
 # - resubmitted: ray_job submitted attempt N after an attempt that did not succeed (previous_attempt);
 # - crash_loop_stopped: the crash-loop rule refused to submit (crash_loop.blocked);
 # - finished: the reported job SUCCEEDED (the plan's FINISHED);
-# - disk_projection_exceeded: node_preflight's projection of the run's checkpoints does not fit.
+# - disk_projection_exceeded: node_preflight's projection of the run's checkpoints does not fit;
+# - worker_lost: the supervisor's check found a node of the cluster gone from the Ray head (supervise/tick.py).
 # Each event has a key (event and attempt, or node and path); <manifest dir>/<experiment>.notified.json
 # (mode 0600, next to the attempt records) keeps, per key, the targets it was delivered to, so a
 # rerun sends nothing twice. Targets are named by a hash, never by their URL.
@@ -29,7 +30,7 @@ from ansible_collections.mtslime.posttrain.plugins.module_utils.common import at
 from ansible_collections.mtslime.posttrain.plugins.module_utils.job.crash_loop import describe, streak_text
 from ansible_collections.mtslime.posttrain.plugins.module_utils.job.rules import ACTIVE, FAILED, SUCCEEDED
 
-EVENTS = ("attempt_failed", "resubmitted", "crash_loop_stopped", "finished", "disk_projection_exceeded")
+EVENTS = ("attempt_failed", "resubmitted", "crash_loop_stopped", "finished", "disk_projection_exceeded", "worker_lost")
 STATE_SUFFIX = ".notified.json"
 RETRY_STATUS = (408, 425, 429, 500, 502, 503, 504)
 
@@ -136,12 +137,22 @@ def preflight_events(results):
     return events
 
 
+def worker_events(lost):
+    """worker_lost events from the supervisor's [{ip, since}] of nodes gone from the Ray head; one per loss."""
+    return [{"event": "worker_lost", "key": "worker_lost:%s:%s" % (item.get("ip"), item.get("since")),
+             "job_id": None, "attempt": None, "step": None, "exception": None, "node": item.get("ip"),
+             "detail": "node %s left the Ray head at %s; the supervisor waits for it to join again before the job "
+                       "is resubmitted" % (item.get("ip"), item.get("since"))}
+            for item in lost or []]
+
+
 TITLES = {
     "attempt_failed": "attempt %(attempt)s failed",
     "resubmitted": "attempt %(attempt)s submitted",
     "crash_loop_stopped": "crash loop: not resubmitted",
     "finished": "training finished",
     "disk_projection_exceeded": "checkpoints will not fit on disk",
+    "worker_lost": "a worker left the cluster",
 }
 
 

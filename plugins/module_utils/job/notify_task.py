@@ -18,6 +18,7 @@ def module_kwargs():
             manifest_dir=dict(type="path", required=True),
             job=dict(type="dict"),
             preflight=dict(type="dict"),
+            lost_workers=dict(type="list", elements="dict", default=[]),
             webhooks=dict(type="list", elements="str", default=[], no_log=True),
             command=dict(type="str"),
             retries=dict(type="int", default=3),
@@ -35,7 +36,8 @@ def main(module):
     if params["command"]:
         targets.append((notify.target_id("command", params["command"]), params["command"]))
     path = notify.state_file(manifest_dir(params["manifest_dir"], None), params["experiment"])
-    events = notify.job_events(params["job"]) + notify.preflight_events(params["preflight"])
+    events = (notify.job_events(params["job"]) + notify.preflight_events(params["preflight"])
+              + notify.worker_events(params["lost_workers"]))
     sent = notify.read_state(path)
 
     def send(tid, value, document):

@@ -29,6 +29,7 @@ from ansible_collections.mtslime.posttrain.plugins.module_utils.job import crash
 from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.api import RayApiError, RayClient, normalize_url
 from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.common import ray_argument_spec
 from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.processes import ray_processes
+from ansible_collections.mtslime.posttrain.plugins.module_utils.supervise import lease
 
 EXPERIMENT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 RESTART_NOTE = "the running job keeps its arguments; stop it with playbooks/stop.yml to apply"
@@ -66,6 +67,8 @@ def module_kwargs():
             stop_timeout=dict(type="int", default=60, aliases=["job_timeout"]),
             max_failures_at_step=dict(type="int", default=2),
             retry=dict(type="bool", default=False),
+            lease_dir=dict(type="path"),
+            lease_wait=dict(type="int", default=300),
             **ray_argument_spec()
         ),
         mutually_exclusive=[("argv", "entrypoint")],
@@ -231,6 +234,21 @@ def run(module, url, parts):
     return decision["ours"]
 
 
+def run_under_lease(module, url, parts):
+    """run(), holding the job's lease (supervise/lease.py) when lease_dir is set and the task may act."""
+    params = module.params
+    if not params["lease_dir"] or params["state"] == "status" or module.check_mode:
+        return run(module, url, parts)
+    try:
+        with lease.held(params["lease_dir"], "ansible-playbook ray_job state=%s" % params["state"],
+                        "keeping experiment %s %s" % (params["experiment"], params["state"]),
+                        wait=params["lease_wait"]):
+            return run(module, url, parts)
+    except lease.LeaseBusy as busy:
+        raise JobError("%s, longer than lease_wait (%d s); rerun when it is done, or remove %s if its holder is "
+                       "gone" % (busy, params["lease_wait"], params["lease_dir"])) from None
+
+
 def result_of(url, params, total, ours):
     result = base_result(url, os.path.abspath(params["log_file"]) if params["log_file"] else None)
     result.update(total["fields"])
@@ -247,7 +265,7 @@ def main(module):
         module.fail_json(msg="ray_job: " + "; ".join(problems), actions=[])
     parts = []
     try:
-        ours = run(module, url, parts)
+        ours = run_under_lease(module, url, parts)
     except JobError as exc:
         extra = dict(exc.extra)
         total = combine(parts + [outcome(actions=extra.pop("actions", []))])

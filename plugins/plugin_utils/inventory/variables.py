@@ -329,6 +329,15 @@ TRAIN = [
         "with the event JSON on stdin.", scope="cluster", secret=True),
     Var("train_job_trash_dir", Path(empty_ok=True), "Where pruned checkpoints go with train_job_prune: trash, on the "
         "save dir's filesystem and outside it (\"\": <save dir>.trash).", scope="cluster"),
+    Var("train_job_supervise", FlagBool(), "Unattended recovery (docs/recovery.md): a keeper container per node "
+        "runs the job's own rules every train_job_supervise_interval seconds (resubmits a FAILED or lost job, brings "
+        "back the training container and Ray after a restart); false: only site.yml acts.", scope="cluster"),
+    Var("train_job_supervise_interval", Int(5), "Seconds between two checks of the supervisor.", scope="cluster"),
+    Var("train_job_supervise_dir", MOUNTED, "The supervisor's directory (code, configuration, state, decisions "
+        "log, the job's lease), under a container mount so it outlives the container.", scope="cluster"),
+    Var("train_job_supervise_docker_socket", Path(), "The node's Docker engine socket, mounted into the keeper "
+        "container."),
+    Var("train_job_supervise_keeper", Name(), "Name of the keeper container on each node."),
 ]
 
 NODE = [

@@ -314,10 +314,45 @@ def summary_line(cluster):
             text += ", error: %s%s" % (line, where)
     elif job.get("error"):
         text += ", %s" % job["error"][:200]
+    supervisor = cluster.get("supervisor")
+    if supervisor:
+        decision = supervisor.get("decision") or {}
+        text += ", supervisor %s" % ("off (playbooks/stop.yml)" if not supervisor["enabled"] and decision else
+                                     "%s at %s: %s" % ("OVERDUE, last check" if supervisor["overdue"] else "checked",
+                                                       supervisor["last_check"], decision.get("action"))
+                                     if decision else supervisor.get("error") or "no check yet")
     missing = [container_missing(cluster.get("containers"), node) for node in cluster.get("nodes") or []]
     if any(missing):
         text += ", %s" % "; ".join(m for m in missing if m)
     return text
+
+
+def supervisor_part(slurped, supervised, now=None):
+    """The supervisor's last check from its slurped state.json; None when the cluster is not supervised. A check
+    more than one interval past its next_check is overdue (the keeper is not running)."""
+    if not supervised:
+        return None
+    part = {"enabled": False, "last_check": None, "next_check": None, "overdue": False, "decision": None,
+            "error": None}
+    state = None
+    if isinstance(slurped, dict) and slurped.get("content"):
+        try:
+            state = json.loads(base64.b64decode(slurped["content"]).decode("utf-8"))
+        except ValueError:
+            state = None
+    if not isinstance(state, dict):
+        part["error"] = "no check yet (%s)" % ((slurped or {}).get("msg") or "state.json not read")
+        return part
+    part.update(enabled=bool(state.get("enabled")), last_check=state.get("last_check"),
+                next_check=state.get("next_check"), decision=state.get("decision"))
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    try:
+        due = datetime.datetime.strptime(state["next_check"], "%Y-%m-%dT%H:%M:%SZ").replace(
+            tzinfo=datetime.timezone.utc)
+        part["overdue"] = part["enabled"] and (now - due).total_seconds() > int(state.get("interval") or 60)
+    except (KeyError, TypeError, ValueError):
+        part["overdue"] = False
+    return part
 
 
 def _not_read(result, missing):
@@ -328,7 +363,8 @@ def _not_read(result, missing):
 
 
 def cluster_status(job=None, progress=None, checkpoint=None, manifest=None, cluster=None, head=None,
-                   experiment=None, log_file=None, save_dir=None, tensorboard=None, report=None, containers=None):
+                   experiment=None, log_file=None, save_dir=None, tensorboard=None, report=None, containers=None,
+                   supervisor=None):
     cluster = cluster or {}
     head = head or cluster.get("head")
     containers = containers_part(containers)
@@ -350,6 +386,7 @@ def cluster_status(job=None, progress=None, checkpoint=None, manifest=None, clus
         "manifest": manifest_part(job, manifest),
         "tensorboard": tensorboard,
         "report": report,
+        "supervisor": supervisor,
     }
     status["line"] = summary_line(status)
     return status
