@@ -81,17 +81,26 @@ notes:
 """
 
 EXAMPLES = r"""
+# roles/train_job/tasks/main.yml passes the arguments of its own ray_job task and of the ray_head role's ray_start
 - name: Supervise the job of the head
   mtslime.posttrain.job_supervise:
-    directory: /home/slime/run/logs/supervisor
+    directory: /home/slime/musa_example/qwen_32b_sherry/logs/supervisor
     role: head
     interval: 60
-    ray_start: "{{ ray_start_args }}"
-    ray_job: "{{ ray_job_args }}"
+    container: slime_rl
+    ray_start:
+      role: head
+      gcs_address: 10.0.0.1:6379
+      node_ip: 10.0.0.1
+      num_gpus: 8
+      num_cpus: 64
+    ray_job:
+      experiment: qwen3-8B
+      argv: [--actor-num-nodes, "1"]
 
 - name: Turn supervision off before stopping the job
   mtslime.posttrain.job_supervise:
-    directory: /home/slime/run/logs/supervisor
+    directory: /home/slime/musa_example/qwen_32b_sherry/logs/supervisor
     state: disabled
 """
 

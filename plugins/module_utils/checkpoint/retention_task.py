@@ -1,8 +1,8 @@
 # Copyright: mtslime.posttrain contributors
 # Apache License 2.0
-"""The checkpoint_retention module's work (plugins/modules/checkpoint_retention.py holds its documentation): main(module) runs it
-for an AnsibleModule made with module_kwargs(). The supervisor runs the same function with the arguments the
-role gave the module (module_utils/supervise)."""
+"""The checkpoint_retention module's work (plugins/modules/checkpoint_retention.py holds its documentation):
+main(module) runs it for an AnsibleModule made with module_kwargs(). The supervisor runs the same function with
+the arguments the role gave the module (module_utils/supervise)."""
 from __future__ import annotations
 
 import os

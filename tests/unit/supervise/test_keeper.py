@@ -37,7 +37,7 @@ def keep(tmp_path, engine, **config):
     out = io.StringIO()
     wait = keeper.Keeper(str(tmp_path), engine, clock=lambda: 0, out=out).once()
     log = tmp_path / files.LOG
-    return wait, [json.loads(l) for l in log.read_text().splitlines()] if log.exists() else [], out.getvalue()
+    return wait, [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else [], out.getvalue()
 
 
 def test_a_stopped_training_container_is_started_then_checked(tmp_path):

@@ -4,7 +4,6 @@ the modules' own code (tests/unit/job, ray, checkpoint); test_cli.py runs them t
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
