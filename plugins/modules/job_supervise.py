@@ -78,6 +78,8 @@ attributes:
     support: full
 notes:
   - Runs in the training container (the train_job stage's connection).
+author:
+  - mtslime.posttrain contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -14,8 +14,9 @@ import zipfile
 
 import ansible.module_utils.basic as ansible_basic
 
-MAIN = ("from ansible_collections.mtslime.posttrain.plugins.module_utils.supervise import cli\n"
-        "cli.main()\n")
+MAIN = ("import sys\n"
+        "from ansible_collections.mtslime.posttrain.plugins.module_utils.supervise import cli\n"
+        "sys.exit(cli.main())\n")
 KEEP_PREFIXES = ("ansible/", "ansible_collections/")
 SKIP_PREFIXES = ("ansible_collections/mtslime/posttrain/plugins/modules/",)
 DATE = (1980, 1, 1, 0, 0, 0)

@@ -11,17 +11,20 @@ USAGE = "usage: python3 lib.zip keep DIR | tick DIR | task NAME"
 
 
 def main(argv=None):
+    """The exit status (lib.zip's __main__.py exits with it)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) == 2 and argv[0] == "task":
         from ansible_collections.mtslime.posttrain.plugins.module_utils.supervise import tasks
         if argv[1] in tasks.TASKS:
             tasks.run_here(argv[1])
-            return
+            return 0
     elif len(argv) == 2 and argv[0] == "tick":
         from ansible_collections.mtslime.posttrain.plugins.module_utils.supervise import tick
-        sys.exit(tick.main(argv[1]))
+        code, line = tick.main(argv[1])
+        sys.stdout.write(line + "\n")
+        return code
     elif len(argv) == 2 and argv[0] == "keep":
         from ansible_collections.mtslime.posttrain.plugins.module_utils.supervise import keeper
-        sys.exit(keeper.main(argv[1]))
+        return keeper.main(argv[1])
     sys.stderr.write(USAGE + "\n")
-    sys.exit(2)
+    return 2

@@ -85,8 +85,8 @@ class Engine:
             detail = json.loads(raw.decode("utf-8", "replace"))["message"]
         except (ValueError, KeyError, TypeError):
             detail = raw.decode("utf-8", "replace").strip()
-        return DockerError("Docker engine at %s: %s %s answered %d: %s" % (self.socket_path, method, path, status,
-                                                                            detail), status)
+        text = "Docker engine at %s: %s %s answered %d: %s" % (self.socket_path, method, path, status, detail)
+        return DockerError(text, status)
 
     def inspect(self, name):
         return self._call("GET", "/containers/%s/json" % quote(name, safe=""), missing_ok=True)[1]

@@ -11,6 +11,9 @@ import os
 
 from ansible_collections.mtslime.posttrain.plugins.module_utils.common import atomic_write
 from ansible_collections.mtslime.posttrain.plugins.module_utils.supervise import bundle, files, lease
+# What lib.zip runs: imported here so that Ansible puts it into this module's payload, which becomes lib.zip.
+# pylint: disable-next=unused-import
+from ansible_collections.mtslime.posttrain.plugins.module_utils.supervise import cli, keeper, tasks, tick  # noqa: F401
 
 TASK_OPTIONS = ("ray_start", "ray_job", "checkpoint_retention", "job_notify")
 

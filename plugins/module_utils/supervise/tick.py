@@ -153,8 +153,8 @@ class Check:
 
 
 def main(directory):
+    """(exit status, the decision's line) of one check."""
     check = Check(directory)
     action, message = check.decide()
     check.record(action, message)
-    print("%s: %s" % (action, message))
-    return 0 if action not in (RAY_FAILED, JOB_FAILED) else 1
+    return (0 if action not in (RAY_FAILED, JOB_FAILED) else 1), "%s: %s" % (action, message)

@@ -153,7 +153,7 @@ def test_exec_output_that_is_not_utf8_is_replaced(engine):
 def test_exec_keeps_the_tail_of_a_large_output(engine):
     client, server = engine
     chunk = b"x" * 65536
-    frames = [frame(1, chunk) for _ in range(40)] + [frame(1, b"THE END\n"), frame(2, b"small\n")]
+    frames = [frame(1, chunk) for dummy in range(40)] + [frame(1, b"THE END\n"), frame(2, b"small\n")]
     exec_routes(server, lambda handler: handler.stream(b"".join(frames)))
     code, stdout, stderr = client.exec_run("train", ["x"], timeout=10)
     assert (code, stderr) == (0, "small\n")

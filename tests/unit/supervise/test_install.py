@@ -36,7 +36,7 @@ def test_enable_writes_once_then_changes_nothing(run_module, tmp_path):
     assert config["enabled"] is True and config["interval"] == 30 and config["ray_job"] == {"experiment": "e"}
     again, failed = run_module(job_supervise, args(directory))
     assert not failed and not again["changed"] and again["library_sha256"] == done["library_sha256"]
-    changed, _ = run_module(job_supervise, args(directory, interval=60))
+    changed, dummy = run_module(job_supervise, args(directory, interval=60))
     assert changed["changed"] and changed["actions"] == [
         "wrote %s (supervision settings changed)" % (directory / files.CONFIG)]
 
@@ -47,7 +47,7 @@ def test_disable_turns_checks_off_under_the_lease_and_is_idempotent(run_module, 
     assert not failed and done["changed"]
     assert json.loads((tmp_path / files.CONFIG).read_text())["enabled"] is False
     assert not (tmp_path / files.LEASE).exists()
-    again, _ = run_module(job_supervise, {"directory": str(tmp_path), "state": "disabled"})
+    again, dummy = run_module(job_supervise, {"directory": str(tmp_path), "state": "disabled"})
     assert not again["changed"]
 
 

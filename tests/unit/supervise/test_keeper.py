@@ -42,7 +42,7 @@ def keep(tmp_path, engine, **config):
 
 def test_a_stopped_training_container_is_started_then_checked(tmp_path):
     engine = Engine({"Running": False, "Status": "exited", "FinishedAt": "2026-12-03T01:02:03Z", "ExitCode": 137})
-    wait, logged, _ = keep(tmp_path, engine, enabled=True)
+    wait, logged, dummy = keep(tmp_path, engine, enabled=True)
     library = str(tmp_path / files.LIBRARY)
     assert engine.calls == [("inspect", "slime_rl"), ("start", "slime_rl"),
                             ("exec", "slime_rl", ["python3.10", library, "tick", str(tmp_path)])]
@@ -52,29 +52,29 @@ def test_a_stopped_training_container_is_started_then_checked(tmp_path):
 
 def test_a_running_container_is_only_checked_and_a_good_check_is_not_logged_twice(tmp_path):
     engine = Engine({"Running": True})
-    _, logged, out = keep(tmp_path, engine, enabled=True)
+    dummy, logged, out = keep(tmp_path, engine, enabled=True)
     assert [c[0] for c in engine.calls] == ["inspect", "exec"] and logged == []
     assert "check: rc 0: kept: e-attempt-1 RUNNING" in out
 
 
 def test_a_check_that_ends_badly_is_logged(tmp_path):
     engine = Engine({"Running": True}, exec_result=(1, "", "Traceback\nKeyError: 'ray_job'\n"))
-    _, logged, _ = keep(tmp_path, engine, enabled=True)
+    dummy, logged, dummy = keep(tmp_path, engine, enabled=True)
     assert logged[-1]["action"] == "check" and logged[-1]["message"] == "rc 1: KeyError: 'ray_job'"
 
 
 def test_nothing_is_started_while_supervision_is_off_or_the_container_is_gone(tmp_path):
     engine = Engine({"Running": False})
-    _, logged, _ = keep(tmp_path, engine, enabled=False)
+    dummy, logged, dummy = keep(tmp_path, engine, enabled=False)
     assert engine.calls == [] and logged[-1]["action"] == "disabled"
     engine = Engine(None)
-    _, logged, _ = keep(tmp_path, engine, enabled=True)
+    dummy, logged, dummy = keep(tmp_path, engine, enabled=True)
     assert engine.calls == [("inspect", "slime_rl")] and logged[-1]["action"] == "container_absent"
 
 
 def test_an_engine_error_is_said_and_the_loop_goes_on(tmp_path):
-    wait, logged, _ = keep(tmp_path, Engine(error="cannot reach the Docker engine at /var/run/docker.sock"),
-                           enabled=True)
+    engine = Engine(error="cannot reach the Docker engine at /var/run/docker.sock")
+    wait, logged, dummy = keep(tmp_path, engine, enabled=True)
     assert wait == 20 and logged[-1] == {"time": files.now_iso(0), "role": "keeper", "action": "engine_error",
                                          "message": "cannot reach the Docker engine at /var/run/docker.sock"}
 

@@ -64,3 +64,14 @@ def test_a_task_that_prints_no_result_says_how_it_ended():
 def test_an_unknown_command_is_refused_with_the_usage(library):
     done = subprocess.run([sys.executable, "-I", library, "tock", "/x"], capture_output=True, text=True, check=False)
     assert done.returncode == 2 and "usage: python3 lib.zip keep DIR | tick DIR | task NAME" in done.stderr
+
+
+def test_job_supervise_carries_everything_lib_zip_runs():
+    """Ansible puts into a module's payload the module_utils its imports reach; job_supervise's payload becomes
+    lib.zip, so every file the keeper, a check and each task run must be reached from install.py."""
+    from ansible_collections.mtslime.posttrain.plugins.plugin_utils.imports import module_utils_closure
+
+    closure = set(module_utils_closure(["supervise/install.py"]))
+    needed = {"supervise/%s.py" % name for name in ("cli", "keeper", "tick", "tasks", "docker_api", "lease", "files")}
+    needed |= {task.__name__.split(".module_utils.")[1].replace(".", "/") + ".py" for task in tasks.TASKS.values()}
+    assert needed <= closure, sorted(needed - closure)

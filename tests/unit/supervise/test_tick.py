@@ -79,7 +79,7 @@ def test_an_unchanged_decision_is_logged_once(tmp_path):
 def test_a_restarted_head_is_started_and_the_job_left_to_the_next_check(tmp_path):
     configure(tmp_path)
     tasks = Tasks(ray_start=[{"changed": True, "action": "start", "reason": "no Ray runs on this node"}])
-    action, message, _ = check(tmp_path, tasks)
+    action, message, dummy = check(tmp_path, tasks)
     assert action == tick.RAY_STARTED and message.startswith("start: no Ray runs on this node")
     assert tasks.names() == ["ray_start"]
 
@@ -92,7 +92,7 @@ def test_a_lost_worker_holds_the_job_back_and_is_sent_word_of_once_per_loss(tmp_
     second = check(tmp_path, tasks, now=200)
     assert first[0] == second[0] == tick.WAITING_FOR_NODES and "10.0.0.2" in first[1]
     assert "ray_job" not in tasks.names()
-    sent = [args["lost_workers"] for name, args, _ in tasks.calls if name == "job_notify"]
+    sent = [args["lost_workers"] for name, args, dummy in tasks.calls if name == "job_notify"]
     # the same loss (the time it was first seen) both times: job_notify's sent-once record sends it once
     assert sent == [[{"ip": "10.0.0.2", "since": files.now_iso(100)}]] * 2
 
@@ -113,7 +113,7 @@ def test_retention_runs_after_the_job_and_protects_the_iteration_it_resumed_from
                  "resumed_from_iteration": 7}
     tasks = Tasks(ray_start=[UP], ray_job=[submitted],
                   checkpoint_retention=[{"changed": True, "message": "kept 3, moved 2"}])
-    _, _, state = check(tmp_path, tasks)
+    dummy, dummy2, state = check(tmp_path, tasks)
     assert tasks.calls[-1][1] == {"save_dir": "/s", "keep": 3, "protect": [7]}
     assert state["decision"]["retention"] == "kept 3, moved 2"
 
@@ -132,7 +132,7 @@ def test_a_lease_held_by_a_site_run_leaves_the_job_to_it(tmp_path):
                         wait=0)
     try:
         tasks = Tasks()
-        action, message, _ = check(tmp_path, tasks)
+        action, message, dummy = check(tmp_path, tasks)
     finally:
         lease.lock.release(str(tmp_path / files.LEASE), holder["token"])
     assert action == tick.LEFT_TO_OTHER and "ansible-playbook ray_job state=running" in message
@@ -140,7 +140,7 @@ def test_a_lease_held_by_a_site_run_leaves_the_job_to_it(tmp_path):
 
 
 def test_without_configuration_the_check_says_what_writes_it(tmp_path):
-    action, message, _ = check(tmp_path, Tasks())
+    action, message, dummy = check(tmp_path, Tasks())
     assert action == tick.NOT_CONFIGURED and "site.yml" in message
 
 
@@ -149,7 +149,7 @@ def test_a_worker_joins_again_only_when_its_ray_is_gone(tmp_path, processes, exp
     configure(tmp_path, role="worker", ray_start={"role": "worker", "gcs_address": "10.0.0.1:6379"})
     tasks = Tasks(ray_start=[{"changed": True, "action": "join", "reason": "worker is not registered"}])
     found = tick.Check(str(tmp_path), run=tasks, clock=lambda: 1, probe=lambda ports: {"processes": processes})
-    action, _ = found.decide()
+    action, dummy = found.decide()
     assert action == expected
     assert tasks.names() == ([] if processes else ["ray_start"])
 
