@@ -52,7 +52,8 @@ options:
     type: dict
     default: {}
   ray_start:
-    description: The arguments of M(mtslime.posttrain.ray_start) for this node.
+    description: The arguments of M(mtslime.posttrain.ray_start) for this node; unset keeps those configured before
+      (a run that skipped the Ray stage).
     type: dict
   ray_job:
     description: The arguments of M(mtslime.posttrain.ray_job) (state running); required on the head when enabled.

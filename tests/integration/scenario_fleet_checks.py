@@ -454,3 +454,33 @@ def test_a_corrupted_copy_is_refused_replaced_and_kept_aside_and_the_other_nodes
     aside = glob.glob(model + ".replaced-*")
     assert len(aside) == 1 and _digests(os.path.dirname(aside[0]), os.path.basename(aside[0])) == bad, aside
     assert os.path.normpath(spread["moved_aside"]).endswith(os.path.basename(aside[0])), spread["moved_aside"]
+
+
+def _keepers():
+    names = [NODES[node][3] + "-supervisor" for node in NODES]
+    found = docker("inspect", "-f", "{{.Name}} {{.State.Running}}", *names).stdout.split()
+    return dict(zip([n.lstrip("/") for n in found[::2]], found[1::2]))
+
+
+def test_with_the_supervisor_a_restarted_worker_container_rejoins_and_the_job_resumes_unaided():
+    """train_job_supervise on (docs/recovery.md): the worker's keeper rejoins Ray after its training container's
+    restart, the head's waits for it and resubmits the pair's job; no ansible-playbook runs between the fault and the
+    job's return. Then supervision is turned off again (the keepers are removed) for the checks that follow."""
+    supervised = ("-e", "train_job_supervise=true", "-e", "train_job_supervise_interval=10")
+    run = run_playbook("site.yml", INVENTORY, *supervised)
+    assert run.rc == 0, run.stdout[-4000:]
+    assert set(_keepers().values()) == {"true"} and len(_keepers()) == 4, _keepers()
+    job = wait(lambda: active_jobs("fleet-node1"), what="the pair's job")[0]["submission_id"]
+    assert docker("restart", "-t", "5", NODES["fleet-node2"][3]).returncode == 0
+    restarted = time.time()
+    new = wait(lambda: [j for j in active_jobs("fleet-node1") if j["submission_id"] != job], timeout=300,
+               what="the pair's job back after its worker's restart")[0]
+    back = time.time() - restarted
+    assert new["metadata"].get("mtslime_resumed_from") is not None
+    assert len(alive_nodes("fleet-node1")) == 2 and gpus(alive_nodes("fleet-node1")) == 16
+    log = in_training("fleet-node2", "cat /home/slime/musa_example/qwen_32b_sherry/logs/supervisor/decisions.log")
+    assert '"joined"' in log.stdout, log.stdout[-2000:]
+    print("the pair's job back %.0f s after its worker's container restarted" % back)
+    off = run_playbook("site.yml", INVENTORY, "-e", "train_job_supervise=false")
+    assert off.rc == 0, off.stdout[-4000:]
+    assert _keepers() == {}

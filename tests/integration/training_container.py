@@ -19,4 +19,6 @@ def container_values(name, image, root, **extra):
         "container_privileged": False,
         "container_volumes": ["%s/data:/data" % root],
         "slime_render_dir": str(root / "rendered"),
+        # these tests look at one stage each; the supervisor's keeper is proven by the default scenario
+        "train_job_supervise": False,
     }, **extra)

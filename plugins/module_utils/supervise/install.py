@@ -51,8 +51,14 @@ def enable(params, check_mode):
     library = bundle.build(bundle.payload_entries())
     changed = _write(files.path(directory, files.LIBRARY), library, 0o644, check_mode, actions,
                      "the supervisor's code, from this version of the collection")
-    text = files.config_text(config_of(params))
+    config = config_of(params)
     before = _read_bytes(files.path(directory, files.CONFIG))
+    if "ray_start" not in config:
+        # a run that skipped the ray_head stage (--tags train_job) keeps the Ray start the last full run wrote
+        previous = files.read_json(files.path(directory, files.CONFIG)) or {}
+        if previous.get("ray_start"):
+            config["ray_start"] = previous["ray_start"]
+    text = files.config_text(config)
     changed = _write(files.path(directory, files.CONFIG), text, 0o600, check_mode, actions,
                      "supervision %s" % ("enabled" if before is None or
                                          not json.loads(before.decode("utf-8", "replace") or "{}").get("enabled")

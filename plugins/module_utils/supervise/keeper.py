@@ -53,10 +53,7 @@ class Keeper:
             self.say("not_configured", "waiting for %s (site.yml writes it)" % files.CONFIG, log=False)
             return IDLE_SECONDS
         interval = int(config.get("interval") or 60)
-        if not config.get("enabled"):
-            self.say("disabled", "supervision is disabled (playbooks/stop.yml); the training container is left as "
-                                 "it is")
-            return interval
+        enabled = bool(config.get("enabled"))
         name = config["container"]
         try:
             found = self.engine.inspect(name)
@@ -65,9 +62,14 @@ class Keeper:
                 return interval
             state = found.get("State") or {}
             if not state.get("Running"):
+                if not enabled:
+                    self.say("disabled", "supervision is disabled (playbooks/stop.yml); the training container %s "
+                                         "is left %s" % (name, state.get("Status")))
+                    return interval
                 self.engine.start(name)
                 self.say("container_started", "started the training container %s (%s since %s, exit code %s)" % (
                     name, state.get("Status"), state.get("FinishedAt"), state.get("ExitCode")))
+            # disabled, the check only records so (state.json), acting on nothing
             code, out, err = self.engine.exec_run(
                 name, [config.get("python") or "python3", self.library, "tick", self.directory], TICK_TIMEOUT)
         except docker_api.DockerError as exc:

@@ -73,3 +73,12 @@ def test_bad_values_are_refused_naming_them(run_module, tmp_path, bad, message):
     result, failed = run_module(job_supervise, dict(args(tmp_path), **bad))
     assert failed and message in result["msg"]
     assert not (tmp_path / files.CONFIG).exists()
+
+
+def test_a_run_without_the_ray_stage_keeps_the_ray_start_configured_before(run_module, tmp_path):
+    run_module(job_supervise, args(tmp_path, ray_start={"role": "head", "gcs_address": "10.0.0.1:6379"}))
+    without = args(tmp_path)
+    without.pop("ray_start")
+    result, failed = run_module(job_supervise, without)
+    assert not failed and not result["changed"]
+    assert json.loads((tmp_path / files.CONFIG).read_text())["ray_start"]["gcs_address"] == "10.0.0.1:6379"

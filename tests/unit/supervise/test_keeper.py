@@ -64,12 +64,19 @@ def test_a_check_that_ends_badly_is_logged(tmp_path):
 
 
 def test_nothing_is_started_while_supervision_is_off_or_the_container_is_gone(tmp_path):
-    engine = Engine({"Running": False})
-    dummy, logged, dummy = keep(tmp_path, engine, enabled=False)
-    assert engine.calls == [] and logged[-1]["action"] == "disabled"
+    engine = Engine({"Running": False, "Status": "exited"})
+    dummy, logged, dummy2 = keep(tmp_path, engine, enabled=False)
+    assert engine.calls == [("inspect", "slime_rl")] and logged[-1]["action"] == "disabled"
+    assert "left exited" in logged[-1]["message"]
     engine = Engine(None)
-    dummy, logged, dummy = keep(tmp_path, engine, enabled=True)
+    dummy, logged, dummy2 = keep(tmp_path, engine, enabled=True)
     assert engine.calls == [("inspect", "slime_rl")] and logged[-1]["action"] == "container_absent"
+
+
+def test_off_with_the_container_running_the_check_still_runs_to_record_it(tmp_path):
+    engine = Engine({"Running": True}, exec_result=(0, "disabled: supervision is disabled\n", ""))
+    keep(tmp_path, engine, enabled=False)
+    assert [c[0] for c in engine.calls] == ["inspect", "exec"]
 
 
 def test_an_engine_error_is_said_and_the_loop_goes_on(tmp_path):
