@@ -8,20 +8,12 @@ import re
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
-from ansible_collections.mtslime.posttrain.plugins.module_utils.common import atomic_write
+from ansible_collections.mtslime.posttrain.plugins.module_utils.common import atomic_write, read_bytes
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.report.html import page
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.report.plot import PlotUnavailable, render_png
 
 MODULE_ARGS = ("log_dir", "model_name", "experiment", "submission_ids", "extra_metrics", "max_points")
 SAFE_NAME = re.compile(r"^[A-Za-z0-9_.@+-]+$")
-
-
-def _read(path):
-    try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        return None
 
 
 def subtitle(metrics, status):
@@ -84,7 +76,7 @@ class ActionModule(ActionBase):
         contents = {"png": png, "html": text.encode("utf-8")}
         actions, written = [], []
         for kind in ("png", "html"):
-            if _read(paths[kind]) == contents[kind]:
+            if read_bytes(paths[kind]) == contents[kind]:
                 continue
             written.append(paths[kind])
             actions.append("%s %s" % ("would write" if self._task.check_mode else "wrote", paths[kind]))

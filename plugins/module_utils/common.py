@@ -1,8 +1,9 @@
-# Shared helpers for mtslime.posttrain modules: atomic writes, checksums,
+# Shared helpers for mtslime.posttrain modules: atomic writes, reads of a file that may be missing, checksums,
 # Ansible's diff dict for a text file, sizes for messages.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import tempfile
 
@@ -28,6 +29,25 @@ def read_text(path, default=None):
             return handle.read()
     except FileNotFoundError:
         return default
+
+
+def read_bytes(path):
+    """The file's bytes; None when it does not exist."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
+
+
+def read_json_object(path):
+    """The JSON object in `path`; None when it is missing, unreadable, torn or not an object."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            found = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) else None
 
 
 def atomic_write(path, data, mode=None):

@@ -146,7 +146,11 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.mtslime.posttrain.plugins.module_utils.artifacts.aside import move_aside
-from ansible_collections.mtslime.posttrain.plugins.module_utils.common import atomic_write, sha256_file
+from ansible_collections.mtslime.posttrain.plugins.module_utils.common import (
+    atomic_write,
+    read_json_object,
+    sha256_file,
+)
 
 STATE_VERSION = 1
 FIX_INPUT = ("point input at AM-Thinking-v1-RL-Dataset's math.parquet (guide section 2.1) or another verl-style "
@@ -169,15 +173,6 @@ def set_split(extra_info, split):
 def state_path(train_output):
     train_output = os.path.abspath(train_output)
     return os.path.join(os.path.dirname(train_output), ".dataset_split.%s.json" % os.path.basename(train_output))
-
-
-def load_state(path):
-    try:
-        with open(path, encoding="utf-8") as handle:
-            state = json.load(handle)
-    except (OSError, ValueError):
-        return None
-    return state if isinstance(state, dict) else None
 
 
 def dump_state(state):
@@ -322,7 +317,7 @@ def main():
     input_sha = sha256_file(input_path)
     wanted = wanted_record(params, input_sha)
     spath = state_path(train_path)
-    state = load_state(spath)
+    state = read_json_object(spath)
     reason = up_to_date(state, wanted)
     outputs = {}
     if reason is None:

@@ -39,16 +39,6 @@ def now_iso(epoch=None):
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def read_json(file_path):
-    """The JSON object in `file_path`; None when it is missing, torn or not an object."""
-    try:
-        with open(file_path, encoding="utf-8") as handle:
-            found = json.load(handle)
-    except (OSError, ValueError):
-        return None
-    return found if isinstance(found, dict) else None
-
-
 def write_json(file_path, document, mode=0o600):
     atomic_write(file_path, json.dumps(document, indent=2, sort_keys=True) + "\n", mode=mode)
 

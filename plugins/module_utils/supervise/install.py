@@ -9,7 +9,7 @@ import hashlib
 import json
 import os
 
-from ansible_collections.mtslime.posttrain.plugins.module_utils.common import atomic_write
+from ansible_collections.mtslime.posttrain.plugins.module_utils.common import atomic_write, read_bytes, read_json_object
 from ansible_collections.mtslime.posttrain.plugins.module_utils.supervise import bundle, files, lease
 # What lib.zip runs: imported here so that Ansible puts it into this module's payload, which becomes lib.zip.
 # pylint: disable-next=unused-import
@@ -25,16 +25,8 @@ def config_of(params):
     return config
 
 
-def _read_bytes(file_path):
-    try:
-        with open(file_path, "rb") as handle:
-            return handle.read()
-    except OSError:
-        return None
-
-
 def _write(file_path, data, mode, check_mode, actions, why):
-    if _read_bytes(file_path) == (data.encode("utf-8") if isinstance(data, str) else data):
+    if read_bytes(file_path) == (data.encode("utf-8") if isinstance(data, str) else data):
         return False
     actions.append("%s %s (%s)" % ("would write" if check_mode else "wrote", file_path, why))
     if not check_mode:
@@ -52,10 +44,10 @@ def enable(params, check_mode):
     changed = _write(files.path(directory, files.LIBRARY), library, 0o644, check_mode, actions,
                      "the supervisor's code, from this version of the collection")
     config = config_of(params)
-    before = _read_bytes(files.path(directory, files.CONFIG))
+    before = read_bytes(files.path(directory, files.CONFIG))
     if "ray_start" not in config:
         # a run that skipped the ray_head stage (--tags train_job) keeps the Ray start the last full run wrote
-        previous = files.read_json(files.path(directory, files.CONFIG)) or {}
+        previous = read_json_object(files.path(directory, files.CONFIG)) or {}
         if previous.get("ray_start"):
             config["ray_start"] = previous["ray_start"]
     text = files.config_text(config)
@@ -71,7 +63,7 @@ def disable(params, check_mode):
     supervisor acts after it; nothing to do when there is no configuration."""
     directory = params["directory"]
     config_path = files.path(directory, files.CONFIG)
-    config = files.read_json(config_path)
+    config = read_json_object(config_path)
     if not config or not config.get("enabled"):
         return {"changed": False, "actions": []}
     if check_mode:
@@ -100,7 +92,7 @@ def main(module):
         module.fail_json(msg="job_supervise: %s, longer than lease_wait (%d s)" % (busy, params["lease_wait"]))
     except OSError as exc:
         module.fail_json(msg="job_supervise: %s: %s" % (exc.filename or params["directory"], exc.strerror or exc))
-    state = files.read_json(files.path(params["directory"], files.STATE)) or {}
+    state = read_json_object(files.path(params["directory"], files.STATE)) or {}
     module.exit_json(directory=params["directory"], supervisor=state, **done)
 
 

@@ -12,6 +12,7 @@ import os
 import sys
 import time
 
+from ansible_collections.mtslime.posttrain.plugins.module_utils.common import read_json_object
 from ansible_collections.mtslime.posttrain.plugins.module_utils.supervise import docker_api, files
 
 IDLE_SECONDS = 5
@@ -48,7 +49,7 @@ class Keeper:
 
     def once(self):
         """One round; returns the seconds to wait before the next."""
-        config = files.read_json(files.path(self.directory, files.CONFIG))
+        config = read_json_object(files.path(self.directory, files.CONFIG))
         if config is None:
             self.say("not_configured", "waiting for %s (site.yml writes it)" % files.CONFIG, log=False)
             return IDLE_SECONDS

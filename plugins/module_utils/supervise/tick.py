@@ -16,6 +16,7 @@ import time
 
 from ansible_collections.mtslime.posttrain.plugins.module_utils.job.rules import SUCCEEDED
 from ansible_collections.mtslime.posttrain.plugins.module_utils.ray.node_probe import probe_node
+from ansible_collections.mtslime.posttrain.plugins.module_utils.common import read_json_object
 from ansible_collections.mtslime.posttrain.plugins.module_utils.supervise import files, lease, tasks
 
 # The decisions (state.json `decision.action`, docs/recovery.md)
@@ -67,8 +68,8 @@ class Check:
     def __init__(self, directory, run=tasks.run, clock=time.time, probe=probe_node):
         self.directory = directory
         self.library = files.path(directory, files.LIBRARY)
-        self.config = files.read_json(files.path(directory, files.CONFIG))
-        self.previous = files.read_json(files.path(directory, files.STATE)) or {}
+        self.config = read_json_object(files.path(directory, files.CONFIG))
+        self.previous = read_json_object(files.path(directory, files.STATE)) or {}
         self.run_task, self.clock, self.probe = run, clock, probe
         self.lost = dict(self.previous.get("lost") or {})
         self.extra = {}
@@ -86,7 +87,7 @@ class Check:
             return LEFT_TO_OTHER, "%s; this check leaves the job to it" % busy
 
     def _head_under_lease(self, config):
-        if not files.read_json(files.path(self.directory, files.CONFIG)).get("enabled"):
+        if not read_json_object(files.path(self.directory, files.CONFIG)).get("enabled"):
             return DISABLED, "supervision was disabled while this check waited"
         started = self.task("ray_start")
         if started.get("failed"):
