@@ -44,7 +44,7 @@ def wait(predicate, timeout=120, what="condition"):
     while time.time() < end:
         try:
             value = predicate()
-        except OSError:
+        except (OSError, ValueError):  # a file read while the stand-in rewrites it in place, as Megatron does
             value = None
         if value:
             return value
