@@ -3,6 +3,8 @@ and return what tests need: rc, per-host stats, the task events and the output."
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -66,3 +68,19 @@ def run_playbook(playbook, inventory, *args, extravars=None, timeout=1800):
     )
     stdout = result.stdout.read() if result.stdout else ""
     return PlaybookRun(rc=result.rc, stats=result.stats or {}, stdout=stdout, events=list(result.events))
+
+
+def ctrl_c(proc, grace=5, timeout=60):
+    """What Ctrl-C in the terminal does: SIGINT to the run's process group (started with
+    start_new_session=True). A second one follows when the run goes on after `grace` seconds, as a user
+    presses it again: Python drops a KeyboardInterrupt raised while the interpreter runs a finaliser, so
+    ansible-playbook loses one SIGINT now and then, and after the first its handler is the default one.
+    Returns the exit code (SIGKILL after `timeout`)."""
+    for wait in (grace, timeout):
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            return proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            pass
+    os.killpg(proc.pid, signal.SIGKILL)
+    return proc.wait()

@@ -10,13 +10,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
 import time
 
-from runner import REPO
+from runner import REPO, ctrl_c
 
 BIN = os.path.dirname(sys.executable)
 PLAYBOOK = os.path.join(REPO, "tests/integration/playbooks/prepare_flow/prepare_flow.yml")
@@ -74,8 +73,7 @@ def test_ctrl_c_then_the_rerun_takes_the_lock_over_and_adopts_the_producer(tmp_p
     lock = str(target) + ".lock"
     first = start(target, "-e", "fake_seconds=15")
     until(lambda: (holder(lock).get("doing_data") or {}).get("jid"), first)
-    os.killpg(first.pid, signal.SIGINT)
-    code, dummy = finish(first)
+    code = ctrl_c(first)
     assert code != 0 and holder(lock), "the interrupted run leaves its lock behind"
     began = time.time()
     code, text = finish(start(target))

@@ -15,7 +15,7 @@ import tempfile
 import time
 
 from default_bed import DATA, FIXTURES, INVENTORY, MCORE, MODEL, ROOT, control, in_container, site, wait
-from runner import REPO
+from runner import REPO, ctrl_c
 
 BIN = os.path.dirname(sys.executable)
 CONVERT_LOG_GLOB = "/home/slime/tools/Qwen3-8B_slime.*.log"
@@ -37,16 +37,6 @@ def playbook(*args):
 def output(proc):
     with open(proc.out, errors="replace") as handle:
         return handle.read()
-
-
-def ctrl_c(proc):
-    """What Ctrl-C in the terminal does: SIGINT to the job's process group."""
-    os.killpg(proc.pid, signal.SIGINT)
-    try:
-        return proc.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        return proc.wait()
 
 
 def holder(lock):
