@@ -67,7 +67,9 @@ def close_masters():
 
 def down(size):
     close_masters()
-    names = [train_name(i) for i in range(size)] + [node_name(i) for i in range(size)]
+    # Each training container's supervisor keeper (train_job_supervise, on by default) too.
+    names = [train_name(i) for i in range(size)] + [train_name(i) + "-supervisor" for i in range(size)]
+    names += [node_name(i) for i in range(size)]
     sh("docker", "rm", "-f", *names, check=False)
     sh("docker", "network", "rm", NETWORK, check=False)
     # The training containers wrote as root into the shared run directories: remove them too.
