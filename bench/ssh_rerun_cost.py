@@ -18,8 +18,9 @@ namespace) and the GPU tools (tests/standins). The data, the model and the conve
 test fixtures (bench/rerun_cost.py), shared by every training container (/data/fixtures).
 
 BENCH_PROFILE=1 prints the rerun's slowest tasks. Options: --strategy NAME (for example mitogen_linear,
-with ANSIBLE_STRATEGY_PLUGINS pointing at it).
-Usage (Docker, under the shared lock): .venv/bin/python bench/ssh_rerun_cost.py [N] [--strategy NAME]
+with ANSIBLE_STRATEGY_PLUGINS pointing at it); --set NAME=VALUE (repeatable) sets an inventory variable of every
+node (VALUE read as YAML), for an A/B of one setting, for example --set train_job_supervise=false.
+Usage (Docker, under the shared lock): .venv/bin/python bench/ssh_rerun_cost.py [N] [--strategy NAME] [--set NAME=VALUE]
 """
 from __future__ import annotations
 
@@ -114,7 +115,7 @@ def up(size, shared):
     return ports
 
 
-def inventory(size, shared, ports):
+def inventory(size, shared, ports, settings):
     os.makedirs(ROOT + "/inventory/group_vars")
     os.symlink(os.path.join(REPO, "inventory", "group_vars", "all"), ROOT + "/inventory/group_vars/all")
     hosts = {}
@@ -145,6 +146,7 @@ def inventory(size, shared, ports):
         "train_job_follow_logs": False,
         "slime_render_dir": ROOT + "/rendered",
     }
+    common.update(settings)
     with open(ROOT + "/inventory/group_vars/slime_nodes.yml", "w") as handle:
         yaml.safe_dump(common, handle)
     with open(ROOT + "/inventory/hosts.yml", "w") as handle:
@@ -217,11 +219,13 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("size", nargs="?", type=int, default=8)
     parser.add_argument("--strategy")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
     args = parser.parse_args()
     shared = fixtures()
     try:
         ports = up(args.size, shared)
-        hosts = inventory(args.size, shared, ports)
+        settings = {name: yaml.safe_load(value) for name, value in (item.split("=", 1) for item in args.set)}
+        hosts = inventory(args.size, shared, ports, settings)
         converge, dummy = run(os.path.join(REPO, "site.yml"), args.strategy)
         rerun, result, calls, connections, sessions = measured(os.path.join(REPO, "site.yml"), hosts, args.size,
                                                                args.strategy)
@@ -233,7 +237,8 @@ def main():
         bare, bare_result, bare_calls, bare_connections, bare_sessions = measured(
             os.path.join(REPO, "bench", "noop8.yml"), hosts, args.size, args.strategy)
         inside = measured(os.path.join(REPO, "bench", "noop8_container.yml"), hosts, args.size, args.strategy)[0]
-        row = {"nodes": args.size, "strategy": args.strategy or "linear", "converge_s": round(converge, 1),
+        row = {"nodes": args.size, "strategy": args.strategy or "linear", "settings": settings,
+               "converge_s": round(converge, 1),
                "rerun_s": round(rerun, 1), "rerun_calls_per_host": round(calls, 2),
                "rerun_connections_per_host": round(connections, 2), "rerun_sessions_per_host": round(sessions, 2),
                "noop8_s": round(bare, 1), "noop8_calls_per_host": round(bare_calls, 2),
@@ -241,7 +246,8 @@ def main():
                "noop8_sessions_per_host": round(bare_sessions, 2), "ratio": round(rerun / bare, 2),
                "noop8_in_container_s": round(inside, 1),
                "rerun_controller_cpu_s": round(result.cpu_s, 1), "noop8_controller_cpu_s": round(bare_result.cpu_s, 1)}
-        print("%d SSH nodes (%s): converge %.1f s" % (args.size, row["strategy"], converge))
+        shown = "".join(", %s=%s" % item for item in settings.items())
+        print("%d SSH nodes (%s%s): converge %.1f s" % (args.size, row["strategy"], shown, converge))
         print("  site.yml rerun: %6.1f s, per host %.2f module calls, %.2f SSH connections, %.2f sessions"
               % (rerun, calls, connections, sessions))
         print("  noop8 play:     %6.1f s, per host %.2f module calls, %.2f SSH connections, %.2f sessions"
