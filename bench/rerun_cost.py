@@ -140,7 +140,8 @@ def run(playbook, root):
         "ANSIBLE_CACHE_PLUGIN_CONNECTION": os.path.join(root, "facts"),
     }
     if os.environ.get("BENCH_PROFILE"):
-        env["ANSIBLE_CALLBACKS_ENABLED"] = "mtslime.posttrain.cluster_recap,ansible.builtin.profile_tasks"
+        env["ANSIBLE_CALLBACKS_ENABLED"] = ("mtslime.posttrain.cluster_recap,mtslime.posttrain.preload,"
+                                            "ansible.builtin.profile_tasks")
         # BENCH_PROFILE=all: every task in playbook order (profile_tasks' own options)
         if os.environ["BENCH_PROFILE"] == "all":
             env.update(PROFILE_TASKS_TASK_OUTPUT_LIMIT="all", PROFILE_TASKS_SORT_ORDER="none")

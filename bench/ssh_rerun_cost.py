@@ -19,8 +19,13 @@ test fixtures (bench/rerun_cost.py), shared by every training container (/data/f
 
 BENCH_PROFILE=1 prints the rerun's slowest tasks. Options: --strategy NAME (for example mitogen_linear,
 with ANSIBLE_STRATEGY_PLUGINS pointing at it); --set NAME=VALUE (repeatable) sets an inventory variable of every
-node (VALUE read as YAML), for an A/B of one setting, for example --set train_job_supervise=false.
+node (VALUE read as YAML), for an A/B of one setting, for example --set train_job_supervise=false; --env NAME=VALUE
+(repeatable) sets an environment variable of every ansible-playbook run, for an A/B of an Ansible setting, for example
+--env ANSIBLE_CALLBACKS_ENABLED=mtslime.posttrain.cluster_recap (without the preload callback); --keep leaves the
+converged fleet up and prints the environment that runs site.yml on it by hand (to profile one rerun, e.g. under
+py-spy); --down takes a kept fleet down.
 Usage (Docker, under the shared lock): .venv/bin/python bench/ssh_rerun_cost.py [N] [--strategy NAME] [--set NAME=VALUE]
+[--env NAME=VALUE] [--keep | --down]
 """
 from __future__ import annotations
 
@@ -163,16 +168,25 @@ def sshd_counts(size):
     return counts
 
 
-def run(playbook, strategy=None):
-    env = {
+def environment():
+    """The environment every ansible-playbook run of the benchmark gets."""
+    return {
         "PATH": BIN + os.pathsep + os.environ.get("PATH", ""),
         "ANSIBLE_CONFIG": os.path.join(REPO, "ansible.cfg"),
         "ANSIBLE_COLLECTIONS_PATH": os.path.join(REPO, "collections"),
         "ANSIBLE_CACHE_PLUGIN_CONNECTION": ROOT + "/facts",
         "ANSIBLE_SSH_CONTROL_PATH_DIR": ROOT + "/cp",
     }
+
+
+ENV_SETTINGS = {}  # --env NAME=VALUE
+
+
+def run(playbook, strategy=None):
+    env = environment()
     if os.environ.get("BENCH_PROFILE"):
-        env["ANSIBLE_CALLBACKS_ENABLED"] = "mtslime.posttrain.cluster_recap,ansible.builtin.profile_tasks"
+        env["ANSIBLE_CALLBACKS_ENABLED"] = ("mtslime.posttrain.cluster_recap,mtslime.posttrain.preload,"
+                                            "ansible.builtin.profile_tasks")
         env["PROFILE_TASKS_TASK_OUTPUT_LIMIT"] = "40"
         # BENCH_PROFILE=all: every task in playbook order (profile_tasks' own options)
         if os.environ["BENCH_PROFILE"] == "all":
@@ -182,6 +196,7 @@ def run(playbook, strategy=None):
         for var in ("ANSIBLE_STRATEGY_PLUGINS", "PYTHONPATH"):
             if os.environ.get(var):
                 env[var] = os.environ[var]
+    env.update(ENV_SETTINGS)
     os.makedirs(ROOT + "/runner", exist_ok=True)
     start, cpu = time.monotonic(), controller_cpu()
     result = ansible_runner.run(private_data_dir=ROOT + "/runner", playbook=playbook,
@@ -220,7 +235,14 @@ def main():
     parser.add_argument("size", nargs="?", type=int, default=8)
     parser.add_argument("--strategy")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
+    parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--down", action="store_true")
     args = parser.parse_args()
+    if args.down:
+        down(args.size)
+        return
+    ENV_SETTINGS.update(item.split("=", 1) for item in args.env)
     shared = fixtures()
     try:
         ports = up(args.size, shared)
@@ -237,7 +259,7 @@ def main():
         bare, bare_result, bare_calls, bare_connections, bare_sessions = measured(
             os.path.join(REPO, "bench", "noop8.yml"), hosts, args.size, args.strategy)
         inside = measured(os.path.join(REPO, "bench", "noop8_container.yml"), hosts, args.size, args.strategy)[0]
-        row = {"nodes": args.size, "strategy": args.strategy or "linear", "settings": settings,
+        row = {"nodes": args.size, "strategy": args.strategy or "linear", "settings": settings, "env": ENV_SETTINGS,
                "converge_s": round(converge, 1),
                "rerun_s": round(rerun, 1), "rerun_calls_per_host": round(calls, 2),
                "rerun_connections_per_host": round(connections, 2), "rerun_sessions_per_host": round(sessions, 2),
@@ -246,7 +268,7 @@ def main():
                "noop8_sessions_per_host": round(bare_sessions, 2), "ratio": round(rerun / bare, 2),
                "noop8_in_container_s": round(inside, 1),
                "rerun_controller_cpu_s": round(result.cpu_s, 1), "noop8_controller_cpu_s": round(bare_result.cpu_s, 1)}
-        shown = "".join(", %s=%s" % item for item in settings.items())
+        shown = "".join(", %s=%s" % item for item in list(settings.items()) + list(ENV_SETTINGS.items()))
         print("%d SSH nodes (%s%s): converge %.1f s" % (args.size, row["strategy"], shown, converge))
         print("  site.yml rerun: %6.1f s, per host %.2f module calls, %.2f SSH connections, %.2f sessions"
               % (rerun, calls, connections, sessions))
@@ -261,7 +283,13 @@ def main():
             json.dump(row, handle, indent=2)
         print("results: " + out)
     finally:
-        down(args.size)
+        if args.keep:
+            env = " ".join("%s=%s" % item for item in sorted(dict(environment(), **ENV_SETTINGS).items()))
+            print("kept; a rerun by hand: env %s ansible-playbook -i %s/inventory %s/site.yml\n"
+                  "take it down: %s %s %d --down"
+                  % (env, ROOT, REPO, sys.executable, os.path.abspath(__file__), args.size))
+        else:
+            down(args.size)
 
 
 if __name__ == "__main__":

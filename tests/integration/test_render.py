@@ -52,8 +52,8 @@ def jobs_api():
     server.shutdown()
 
 
-def run_playbook(*args, check=True):
-    env = dict(os.environ, PATH=BIN + os.pathsep + os.environ["PATH"], ANSIBLE_FORCE_COLOR="0")
+def run_playbook(*args, check=True, env_extra=None):
+    env = dict(os.environ, PATH=BIN + os.pathsep + os.environ["PATH"], ANSIBLE_FORCE_COLOR="0", **(env_extra or {}))
     proc = subprocess.run(
         [os.path.join(BIN, "ansible-playbook"), *args], cwd=REPO, env=env, capture_output=True, text=True,
         check=False)
@@ -131,6 +131,22 @@ def test_render_writes_three_files_with_tight_modes(tmp_path, jobs_api):
                 "PYTHONPATH", "CUDA_DEVICE_MAX_CONNECTIONS"):
         assert key in env["env_vars"], key
     assert env["env_vars"]["MUSA_PATCH_PATH"] == "/home/megatron-lm-musa-patch"
+
+
+def test_the_preload_callback_runs_and_changes_no_rendered_byte(tmp_path, jobs_api):
+    """ansible.cfg enables mtslime.posttrain.preload: the plugins are loaded in the main process (-vvv says so), and
+    the run files are the same as without it."""
+    port = "ray_dashboard_port=%d" % jobs_api.server_port
+    with_preload = run_playbook("playbooks/render.yml", "-i", "inventory/", "-e", "render_dir=%s" % (tmp_path / "a"),
+                                "-e", port, "-vvv")
+    loaded = [line for line in with_preload.stdout.splitlines() if line.startswith("preload: ")]
+    assert len(loaded) == 1, with_preload.stdout[-2000:]
+    assert loaded[0].endswith(" plugin files of ansible_collections.mtslime.posttrain.plugins loaded"), loaded
+    run_playbook("playbooks/render.yml", "-i", "inventory/", "-e", "render_dir=%s" % (tmp_path / "b"), "-e", port,
+                 env_extra={"ANSIBLE_CALLBACKS_ENABLED": "mtslime.posttrain.cluster_recap"})
+    files_a = {p.relative_to(tmp_path / "a"): p.read_bytes() for p in (tmp_path / "a").rglob("*") if p.is_file()}
+    files_b = {p.relative_to(tmp_path / "b"): p.read_bytes() for p in (tmp_path / "b").rglob("*") if p.is_file()}
+    assert files_a and files_a == files_b
 
 
 def test_rendered_script_passes_shellcheck_and_bash_n(tmp_path, jobs_api):
