@@ -8,6 +8,7 @@ from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.inventory import check as inventory_check
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.inventory import defaults
+from ansible_collections.mtslime.posttrain.plugins.plugin_utils.inventory import inputs as stage_inputs
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.fleet import topology
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.inventory.variables import VARS
 from ansible_collections.mtslime.posttrain.plugins.plugin_utils.inventory.problems import numbered
@@ -102,12 +103,17 @@ class ActionModule(ActionBase):
                     len(own), cluster["name"], numbered(own)) if own else "",
             }
         failed = sorted(name for name, item in clusters.items() if item["problems"])
+        collection = stage_inputs.collection_digest()
+        node_of = check.cluster_of
+        inputs = {host: stage_inputs.node_inputs(values, clusters.get(node_of.get(host), {}).get("nodes") or [host],
+                                                 collection) for host in hosts}
         result.update(
             changed=False,
             problems=[p.text() for p in problems],
             clusters=clusters,
             failed_clusters=failed,
             hosts={host: check.cluster_of.get(host, host) for host in hosts},
+            inputs=inputs,
             msg=("%d problem(s) in %d cluster(s): %s" % (len(problems), len(failed), ", ".join(failed)) if problems
                  else "the configuration of %d cluster(s) is valid" % len(clusters)),
         )

@@ -65,6 +65,7 @@ def slime_job_files(work_dir, log_dir, model_name):
         "attempt_log_prefix": run_names.attempt_log_prefix(log_dir, model_name),
         "attempt_log_suffix": run_names.LOG_SUFFIX,
         "manifest_dir": run_names.manifest_dir(work_dir),
+        "converged_record": run_names.converged_record(work_dir),
         "ansi_sed": ansi.SED_EXPRESSION,
     }
 

@@ -37,6 +37,10 @@ options:
         description: Seconds the probe may take.
         type: int
         default: 20
+      container:
+        description: The training container whose state to report (C(container_name)), with the same CLI and
+          C(sudo) whether or not O(docker.required); the fast path asks inside it only when it runs.
+        type: str
 extends_documentation_fragment:
   - mtslime.posttrain.attributes
   - mtslime.posttrain.attributes.INFO_MODULE
@@ -93,6 +97,10 @@ docker:
     stderr:
       description: What the CLI (or sudo) said.
       type: str
+    container_state:
+      description: Docker's status of O(docker.container) (V(running), V(exited), ...), V(absent) when there is
+        none, V(unknown) when Docker could not be asked, empty when not asked.
+      type: str
 """
 
 import getpass
@@ -110,6 +118,7 @@ ARGUMENT_SPEC = dict(
             sudo=dict(type="bool", default=False),
             executable=dict(type="str", default="docker"),
             timeout=dict(type="int", default=20),
+            container=dict(type="str"),
         ),
     ),
 )
@@ -132,6 +141,20 @@ def probe_docker(executable, sudo, timeout):
     return found
 
 
+def container_state(executable, sudo, name, timeout):
+    """Docker's status of container `name`, "absent", or "unknown" when the CLI could not say."""
+    cmd = (["sudo", "-n", "--"] if sudo else []) + [executable, "container", "inspect", "--format",
+                                                     "{{.State.Status}}", name]
+    try:
+        done = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    status = done.stdout.decode("utf-8", "replace").strip()
+    if done.returncode == 0 and status:
+        return status
+    return "absent" if b"no such" in done.stderr.lower() else "unknown"
+
+
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     docker = module.params["docker"] or {}
@@ -140,6 +163,9 @@ def main():
                               docker.get("timeout") or 20)
     else:
         result = dict(required=False, ok=True, sudo=False, cmd=[], rc=None, stdout="", stderr="")
+    result["container_state"] = container_state(docker.get("executable") or "docker", bool(docker.get("sudo")),
+                                                docker["container"], docker.get("timeout") or 20) \
+        if docker.get("container") else ""
     module.exit_json(changed=False, user=getpass.getuser(), python=platform.python_version(), docker=result)
 
 

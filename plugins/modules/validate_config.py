@@ -78,4 +78,10 @@ hosts:
   description: "The cluster of each host, C({host: cluster})."
   returned: always
   type: dict
+inputs:
+  description: "C({host: digest}): the templated values of every collection variable on every node of the host's
+    cluster and the collection's files, hashed (C(plugin_utils/inventory/inputs.py)); M(mtslime.posttrain.converged)
+    records it and compares it."
+  returned: always
+  type: dict
 """

@@ -1,6 +1,8 @@
 # The names of a run's files, defined once: the guide's log `<log dir>/<stem>.log` (a link to the
 # current attempt's), each attempt's log `<log dir>/<stem>.<submission id>.log`, and the manifest
-# directory `<work dir>/manifests` (one `<submission id>.json` per submission, `.end.json` when it ended).
+# directory `<work dir>/manifests` (one `<submission id>.json` per submission, `.end.json` when it ended), and
+# the converged record `<work dir>/converged.json` (what the last full site.yml run checked, replayed by the next
+# run's first call on the node: module_utils/rerun/record.py).
 # The job module, the attempts' history, the report's log reader and, through the filter
 # slime_job_files, the facts play, the run script, status.yml and the container's mounts use these.
 #
@@ -11,6 +13,7 @@ import os
 
 LOG_SUFFIX = ".log"
 MANIFEST_DIRNAME = "manifests"
+CONVERGED_RECORD = "converged.json"
 
 
 def guide_log(log_dir, stem):
@@ -45,3 +48,8 @@ def submission_of(file_name, stem):
 def manifest_dir(work_dir):
     """The manifests of the submissions, beside the run script."""
     return os.path.join(work_dir, MANIFEST_DIRNAME)
+
+
+def converged_record(work_dir):
+    """The record of the checks the last full run passed on this node, beside the run script."""
+    return os.path.join(work_dir, CONVERGED_RECORD)

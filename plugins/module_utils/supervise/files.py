@@ -39,6 +39,18 @@ def now_iso(epoch=None):
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def overdue(state, now=None):
+    """Whether a state.json's check is more than one interval past its next_check (the keeper is not running).
+    A state without a readable next_check is not overdue."""
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    try:
+        due = datetime.datetime.strptime(state["next_check"], "%Y-%m-%dT%H:%M:%SZ").replace(
+            tzinfo=datetime.timezone.utc)
+        return (now - due).total_seconds() > int(state.get("interval") or 60)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return False
+
+
 def write_json(file_path, document, mode=0o600):
     atomic_write(file_path, json.dumps(document, indent=2, sort_keys=True) + "\n", mode=mode)
 

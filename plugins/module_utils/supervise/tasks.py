@@ -12,7 +12,8 @@ import os
 import subprocess
 import sys
 
-from ansible_collections.mtslime.posttrain.plugins.module_utils.checkpoint import retention_task
+from ansible_collections.mtslime.posttrain.plugins.module_utils.artifacts import dataset_check_task, hf_model_check_task
+from ansible_collections.mtslime.posttrain.plugins.module_utils.checkpoint import mcore_checkpoint_task, retention_task
 from ansible_collections.mtslime.posttrain.plugins.module_utils.job import notify_task, ray_job_task
 from ansible_collections.mtslime.posttrain.plugins.module_utils.ray import ray_start_task
 
@@ -21,6 +22,9 @@ TASKS = {
     "ray_job": ray_job_task,
     "checkpoint_retention": retention_task,
     "job_notify": notify_task,
+    "dataset_check": dataset_check_task,
+    "hf_model_check": hf_model_check_task,
+    "mcore_checkpoint": mcore_checkpoint_task,
 }
 TIMEOUT = 1800
 

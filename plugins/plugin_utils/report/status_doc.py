@@ -16,6 +16,7 @@ import re
 import shlex
 
 from ansible_collections.mtslime.posttrain.plugins.module_utils.job import rules as job_rules
+from ansible_collections.mtslime.posttrain.plugins.module_utils.supervise import files as supervisor_files
 
 SCHEMA_VERSION = 2
 # job.status beside Ray's (job/rules.py): no job of the experiment, or the job could not be read.
@@ -345,13 +346,7 @@ def supervisor_part(slurped, supervised, now=None):
         return part
     part.update(enabled=bool(state.get("enabled")), last_check=state.get("last_check"),
                 next_check=state.get("next_check"), decision=state.get("decision"))
-    now = now or datetime.datetime.now(datetime.timezone.utc)
-    try:
-        due = datetime.datetime.strptime(state["next_check"], "%Y-%m-%dT%H:%M:%SZ").replace(
-            tzinfo=datetime.timezone.utc)
-        part["overdue"] = part["enabled"] and (now - due).total_seconds() > int(state.get("interval") or 60)
-    except (KeyError, TypeError, ValueError):
-        part["overdue"] = False
+    part["overdue"] = part["enabled"] and supervisor_files.overdue(state, now)
     return part
 
 

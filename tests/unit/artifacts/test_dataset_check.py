@@ -8,6 +8,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from ansible_collections.mtslime.posttrain.plugins.module_utils.artifacts import dataset_check_task
 from ansible_collections.mtslime.posttrain.plugins.modules import dataset_check
 
 
@@ -54,7 +55,7 @@ def test_good_files(run_module, good):
     assert first["format"] == "parquet" and first["rows"] == 20 and first["role"] == "train"
     assert first["columns"] == ["data_source", "prompt", "ability", "reward_model", "extra_info"]
     assert first["bytes"] == os.path.getsize(train)
-    assert first["fingerprint"] == dataset_check.sha256_file(train)
+    assert first["fingerprint"] == dataset_check_task.sha256_file(train)
     assert second["rows"] == 5 and second["role"] is None and second["label_key"] == "reward_model"
     assert third["format"] == "jsonl" and third["rows"] == 7 and third["columns"] == ["prompt", "label"]
     assert third["reward_type"] == "deepscaler"
@@ -100,7 +101,7 @@ def test_truncated_parquet(run_module, tmp_path, good):
 
 def test_unreadable_file(run_module, tmp_path, good, monkeypatch):
     real_access = os.access
-    monkeypatch.setattr(dataset_check.os, "access", lambda p, m: False if p == good[1] else real_access(p, m))
+    monkeypatch.setattr(dataset_check_task.os, "access", lambda p, m: False if p == good[1] else real_access(p, m))
     result, failed = run_module(dataset_check, {"files": [good[1]]})
     assert failed and "%s: cannot read it (permission denied)" % good[1] in result["msg"]
 
@@ -185,7 +186,7 @@ def test_prompt_list_message_without_content(run_module, tmp_path):
     ([{"role": "user", "content": ""}], None),
 ])
 def test_prompt_problem(value, why):
-    assert dataset_check.prompt_problem(value) == why
+    assert dataset_check_task.prompt_problem(value) == why
 
 
 @pytest.mark.parametrize("value,rm,kind", [
@@ -204,7 +205,7 @@ def test_prompt_problem(value, why):
     ({"anything": 1}, "my_custom_rm", None),
 ])
 def test_label_problem(value, rm, kind):
-    found = dataset_check.label_problem(value, rm)
+    found = dataset_check_task.label_problem(value, rm)
     assert (found[0] if found else None) == kind
 
 
@@ -308,7 +309,7 @@ def test_damaged_row_groups(run_module, good, monkeypatch):
 def test_jsonl_read_error(run_module, good, monkeypatch):
     def denied(path, *args, **kwargs):
         raise PermissionError(13, "Permission denied", path)
-    monkeypatch.setattr(dataset_check, "open", denied, raising=False)
+    monkeypatch.setattr(dataset_check_task, "open", denied, raising=False)
     result, failed = run_module(dataset_check, {"files": [{"path": good[2], "label_key": "label"}]})
     assert failed and "%s: cannot read it (Permission denied); fix its permissions" % good[2] in result["msg"]
 
@@ -316,7 +317,7 @@ def test_jsonl_read_error(run_module, good, monkeypatch):
 def test_fingerprint_read_error(run_module, good, monkeypatch):
     def no_hash(path):
         raise OSError(5, "Input/output error", path)
-    monkeypatch.setattr(dataset_check, "sha256_file", no_hash)
+    monkeypatch.setattr(dataset_check_task, "sha256_file", no_hash)
     result, failed = run_module(dataset_check, {"files": [good[1]]})
     assert failed and "%s: cannot read it (Input/output error)" % good[1] in result["msg"]
 

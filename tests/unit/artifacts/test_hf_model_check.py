@@ -8,6 +8,7 @@ import struct
 
 import pytest
 
+from ansible_collections.mtslime.posttrain.plugins.module_utils.artifacts import hf_model_check_task
 from ansible_collections.mtslime.posttrain.plugins.modules import hf_model_check
 
 SIZES = {"F32": 4, "BF16": 2, "F16": 2, "I64": 8, "U8": 1, "BOOL": 1, "F8_E4M3": 1}
@@ -200,8 +201,8 @@ def test_truncated_shard(run_module, model):
     result, failed = check(run_module, model)
     assert failed
     expected = "model-00003-of-00003.safetensors is truncated: %s of %s; the download was interrupted — rerun the " \
-               "model stage to resume it" % (hf_model_check.human_bytes(len(data) - 700),
-                                             hf_model_check.human_bytes(len(data)))
+               "model stage to resume it" % (hf_model_check_task.human_bytes(len(data) - 700),
+                                             hf_model_check_task.human_bytes(len(data)))
     assert expected in result["msg"]
     with open(shard, "wb") as handle:
         handle.write(data[:100])  # cut inside the header
@@ -309,13 +310,13 @@ def test_manifest_match_and_mismatch(run_module, model, tmp_path, monkeypatch):
     names = sorted(SHARDS) + ["config.json"]
     manifest = {n: sha(os.path.join(model, n)) for n in names}
     workers = []
-    real_pool = hf_model_check.ThreadPoolExecutor
+    real_pool = hf_model_check_task.ThreadPoolExecutor
 
     def spy_pool(max_workers):
         workers.append(max_workers)
         return real_pool(max_workers=max_workers)
 
-    monkeypatch.setattr(hf_model_check, "ThreadPoolExecutor", spy_pool)
+    monkeypatch.setattr(hf_model_check_task, "ThreadPoolExecutor", spy_pool)
     result, failed = check(run_module, model, sha256_manifest=manifest, hash_workers=3)
     assert not failed, result.get("msg")
     assert workers == [3]

@@ -8,7 +8,10 @@ import os
 from ckpt_layouts import ckpt_dir, tracker
 
 from ansible_collections.mtslime.posttrain.plugins.module_utils.artifacts import aside
-from ansible_collections.mtslime.posttrain.plugins.module_utils.checkpoint import mcore
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.mtslime.posttrain.plugins.module_utils.checkpoint import mcore, mcore_checkpoint_task
 from ansible_collections.mtslime.posttrain.plugins.modules import mcore_checkpoint as module
 
 
@@ -311,8 +314,23 @@ def test_record_and_move_exclusive(run_module, tmp_path):
 def test_state_is_not_replaced_by_path_info(tmp_path):
     # AnsibleModule.add_path_info would set state='directory' on any result with `path`
     save = conversion(tmp_path)
-    result = module.CheckpointModule.add_path_info(None, {"path": save, "state": "complete"})
+    result = mcore_checkpoint_task.CheckpointModule.add_path_info(None, {"path": save, "state": "complete"})
     assert result == {"path": save, "state": "complete"}
+
+
+def test_a_plain_ansible_module_keeps_the_state_too(tmp_path):
+    """supervise/tasks.run_here makes a plain AnsibleModule from module_kwargs(): main() gives it the same
+    add_path_info, so its results keep `state` as the module's do."""
+    save = conversion(tmp_path)
+    with patch_module_args({"path": save}):
+        plain = AnsibleModule(**mcore_checkpoint_task.module_kwargs())
+    assert plain.add_path_info({"path": save, "state": "complete"})["state"] == "directory"
+    kept = mcore_checkpoint_task.keep_results(plain)
+    assert kept is plain
+    assert plain.add_path_info({"path": save, "state": "complete"}) == {"path": save, "state": "complete"}
+    with patch_module_args({"path": save}):
+        made = mcore_checkpoint_task.CheckpointModule(**mcore_checkpoint_task.module_kwargs())
+    assert mcore_checkpoint_task.keep_results(made) is made and "add_path_info" not in vars(made)
 
 
 def test_a_torn_converted_checkpoint_is_interrupted_and_moved_aside(run_module, tmp_path):

@@ -54,4 +54,20 @@ def test_a_missing_cli_and_a_hanging_engine(run_module, tmp_path):
 def test_nothing_is_probed_when_no_container_is_managed(run_module):
     result, failed = run_module(node_access, {})
     assert not failed and result["docker"] == {"required": False, "ok": True, "sudo": False, "cmd": [], "rc": None,
-                                               "stdout": "", "stderr": ""}
+                                               "stdout": "", "stderr": "", "container_state": ""}
+
+
+def test_the_training_container_s_state_is_reported_for_the_fast_path(run_module, tmp_path):
+    docker = fake_docker(tmp_path, 'case "$1" in version) echo 24.0.7;; container) echo "$@" > %s/args; '
+                                   'case "$5" in slime_rl) echo running;; *) echo "Error: No such container: $5" >&2; '
+                                   'exit 1;; esac;; esac' % tmp_path)
+    result, failed = run_module(node_access, {"docker": {"executable": docker, "container": "slime_rl"}})
+    assert not failed and result["docker"]["container_state"] == "running"
+    assert (tmp_path / "args").read_text().split() == ["container", "inspect", "--format", "{{.State.Status}}",
+                                                       "slime_rl"]
+    result, _ = run_module(node_access, {"docker": {"required": True, "executable": docker, "container": "other"}})
+    assert result["docker"]["ok"] and result["docker"]["container_state"] == "absent"
+    result, _ = run_module(node_access, {"docker": {"executable": str(tmp_path / "none"), "container": "slime_rl"}})
+    assert result["docker"]["container_state"] == "unknown"
+    result, _ = run_module(node_access, {"docker": {"executable": docker}})
+    assert result["docker"]["container_state"] == ""

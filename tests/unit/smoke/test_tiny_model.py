@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from ansible_collections.mtslime.posttrain.plugins.module_utils.smoke import tiny_model
+from ansible_collections.mtslime.posttrain.plugins.module_utils.artifacts import hf_model_check_task
 from ansible_collections.mtslime.posttrain.plugins.modules import hf_model_check
 from guide_values import defaults
 
@@ -33,7 +34,7 @@ def qwen3_8b_config():
 
 def problems_between(config, args):
     problems = []
-    hf_model_check.compare_model_args(config, args, problems)
+    hf_model_check_task.compare_model_args(config, args, problems)
     return problems
 
 
