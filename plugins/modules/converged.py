@@ -63,7 +63,7 @@ attributes:
 notes:
   - Standard library only on the node; the replayed tasks run in processes of their own with the node's Python.
 author:
-  - mtslime.posttrain contributors
+  - mtslime.posttrain contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -111,8 +111,11 @@ import tempfile
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.mtslime.posttrain.plugins.module_utils.common import atomic_write, read_json_object, read_text
 from ansible_collections.mtslime.posttrain.plugins.module_utils.rerun import record as rerun_record
-# cli: lib.zip's __main__ runs it, so this module's payload (which the replay's lib.zip is built from) must hold it
-from ansible_collections.mtslime.posttrain.plugins.module_utils.supervise import bundle, cli, tasks  # noqa: F401
+from ansible_collections.mtslime.posttrain.plugins.module_utils.supervise import bundle, tasks
+# What lib.zip's __main__ runs: imported so that Ansible puts it into this module's payload, which the replay's lib.zip
+# is built from.
+# pylint: disable-next=unused-import
+from ansible_collections.mtslime.posttrain.plugins.module_utils.supervise import cli  # noqa: F401
 
 
 def probe(params, container):

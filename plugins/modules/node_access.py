@@ -143,8 +143,8 @@ def probe_docker(executable, sudo, timeout):
 
 def container_state(executable, sudo, name, timeout):
     """Docker's status of container `name`, "absent", or "unknown" when the CLI could not say."""
-    cmd = (["sudo", "-n", "--"] if sudo else []) + [executable, "container", "inspect", "--format",
-                                                     "{{.State.Status}}", name]
+    inspect = [executable, "container", "inspect", "--format", "{{.State.Status}}", name]
+    cmd = (["sudo", "-n", "--"] if sudo else []) + inspect
     try:
         done = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout, check=False)
     except (OSError, subprocess.TimeoutExpired):

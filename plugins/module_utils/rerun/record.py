@@ -71,8 +71,8 @@ def check_passed(result):
     if result.get("problems"):
         return False, "; ".join(str(p) for p in result["problems"])
     if result.get("changed"):
-        return False, "would change (%s)" % "; ".join(str(a) for a in result.get("actions") or []
-                                                        if a) if result.get("actions") else "would change"
+        actions = [str(a) for a in result.get("actions") or [] if a]
+        return False, "would change (%s)" % "; ".join(actions) if actions else "would change"
     return True, ""
 
 

@@ -65,9 +65,11 @@ def test_the_training_container_s_state_is_reported_for_the_fast_path(run_module
     assert not failed and result["docker"]["container_state"] == "running"
     assert (tmp_path / "args").read_text().split() == ["container", "inspect", "--format", "{{.State.Status}}",
                                                        "slime_rl"]
-    result, _ = run_module(node_access, {"docker": {"required": True, "executable": docker, "container": "other"}})
+    result, _failed = run_module(node_access,
+                                 {"docker": {"required": True, "executable": docker, "container": "other"}})
     assert result["docker"]["ok"] and result["docker"]["container_state"] == "absent"
-    result, _ = run_module(node_access, {"docker": {"executable": str(tmp_path / "none"), "container": "slime_rl"}})
+    result, _failed = run_module(node_access,
+                                 {"docker": {"executable": str(tmp_path / "none"), "container": "slime_rl"}})
     assert result["docker"]["container_state"] == "unknown"
-    result, _ = run_module(node_access, {"docker": {"executable": docker}})
+    result, _failed = run_module(node_access, {"docker": {"executable": docker}})
     assert result["docker"]["container_state"] == ""

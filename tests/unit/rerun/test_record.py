@@ -30,16 +30,16 @@ def _record(**changes):
 
 @pytest.mark.parametrize("changes, inputs, container, state, why", [
     ({}, "inputs-2", ID, None, "the inventory or the collection differs"),
-    ({}, "inputs-1", "f" * 64, None, "the training container is not the one the last full run checked (0123456789ab, "
-                                      "now ffffffffffff)"),
+    ({}, "inputs-1", "f" * 64, None,
+     "the training container is not the one the last full run checked (0123456789ab, now ffffffffffff)"),
     ({}, "inputs-1", None, None, "now none"),
     ({"supervisor": "/s/state.json"}, "inputs-1", ID, None, "the supervisor has no state.json (/s/state.json)"),
     ({"supervisor": "/s/state.json"}, "inputs-1", ID,
      {"enabled": True, "last_check": "2026-12-05T05:00:00Z", "next_check": "2026-12-05T05:01:00Z", "interval": 60},
      "the supervisor's keeper has not checked since 2026-12-05T05:00:00Z"),
 ])
-def test_a_record_does_not_stand_for_other_inputs_another_container_or_a_stopped_keeper(changes, inputs, container,
-                                                                                       state, why):
+def test_a_record_does_not_stand_for_other_inputs_another_container_or_a_stopped_keeper(
+        changes, inputs, container, state, why):
     assert why in record.precondition(_record(**changes), inputs, container, state, NOW)
 
 
@@ -70,14 +70,14 @@ def test_the_replay_stops_at_the_first_check_that_fails_or_would_change():
         [("data", "dataset_check"), ("ray_head", "ray_start"), ("train_job", "ray_job"), ("retention", "x")])]
     seen = []
 
-    def run(task, args, environment):
+    def run(task, args, environment):  # pylint: disable=unused-argument
         seen.append((task, args))
         return {"ray_start": {"changed": True, "actions": ["ray stop", "ray start --head"]}}.get(task, {})
 
     stages, why = record.replay({"checks": checks}, run)
     assert why == "ray_head: would change (ray stop; ray start --head)"
-    assert [task for task, _ in seen] == ["dataset_check", "ray_start"]
-    assert all(args["_ansible_check_mode"] is True for _, args in seen)
+    assert [task for task, _args in seen] == ["dataset_check", "ray_start"]
+    assert all(args["_ansible_check_mode"] is True for _task, args in seen)
     assert stages == {"data": {"passed": True, "why": ""}, "ray_head": {"passed": False, "why": why[10:]}}
 
 
@@ -114,7 +114,7 @@ def test_recording_twice_writes_once_and_the_probe_replays_the_recorded_task(run
     result, failed = run_module(converged, probe)
     assert not failed and result["converged"] is False and result["why"].startswith("data: "), result
 
-    result, _ = run_module(converged, dict(probe, inputs="inputs-2"))
+    result, _failed = run_module(converged, dict(probe, inputs="inputs-2"))
     assert result["converged"] is False and "differs from the last full run" in result["why"]
 
 
