@@ -150,15 +150,15 @@ base_url:
 """
 
 import datetime
-import json
 import os
 import urllib.parse
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.mtslime.posttrain.plugins.module_utils.common import atomic_write, human_bytes
+from ansible_collections.mtslime.posttrain.plugins.module_utils.artifacts import hf_index
 from ansible_collections.mtslime.posttrain.plugins.module_utils.artifacts.http_fetch import FetchError, Fetcher, redact
 
-INDEX = "model.safetensors.index.json"
+INDEX = hf_index.INDEX
 SINGLE = "model.safetensors"
 # (name, required)
 META_FILES = (
@@ -193,16 +193,12 @@ def safe_name(name):
 
 def shard_names(index_path, source):
     try:
-        with open(index_path, encoding="utf-8") as handle:
-            index = json.load(handle)
-        weight_map = index["weight_map"]
-        if not isinstance(weight_map, dict) or not weight_map:
-            raise ValueError("its weight_map is empty or not an object")
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise Abort("hf_download: %s from %s is not a usable index (%s: %s); the repository at base_url is not a "
+        tensors = hf_index.weight_map(index_path)
+    except ValueError as exc:
+        raise Abort("hf_download: %s from %s is not a usable index (%s); the repository at base_url is not a "
                     "sharded safetensors model, or the file is damaged - check base_url"
-                    % (INDEX, source, type(exc).__name__, exc)) from exc
-    names = sorted(set(str(v) for v in weight_map.values()))
+                    % (INDEX, source, exc)) from exc
+    names = sorted(set(str(v) for v in tensors.values()))
     unsafe = [n for n in names if not safe_name(n)]
     if unsafe:
         raise Abort("hf_download: %s from %s names shard files outside the model directory (%s); refusing to "

@@ -14,6 +14,7 @@ import re
 import struct
 from concurrent.futures import ThreadPoolExecutor
 
+from ansible_collections.mtslime.posttrain.plugins.module_utils.artifacts import hf_index
 from ansible_collections.mtslime.posttrain.plugins.module_utils.common import (
     flag_on,
     human_bytes,
@@ -41,7 +42,7 @@ DTYPE_SIZES = {
     "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U64": 8, "U32": 4, "U16": 2, "U8": 1, "BOOL": 1,
 }
 MAX_HEADER = 100 * 1024 * 1024  # the safetensors format refuses larger headers
-INDEX = "model.safetensors.index.json"
+INDEX = hf_index.INDEX
 SINGLE = "model.safetensors"
 RERUN = "the download was interrupted — rerun the model stage to resume it"
 REDOWNLOAD = "delete it and rerun the model stage to download it again"
@@ -132,18 +133,13 @@ def check_tokenizer(path, wanted, problems):
 
 def read_index(path, problems):
     """(shard names, {shard: [tensor names]}) from the index, or (None, None)."""
-    index_path = os.path.join(path, INDEX)
     try:
-        with open(index_path, encoding="utf-8") as handle:
-            index = json.load(handle)
-        weight_map = index["weight_map"]
-        if not isinstance(weight_map, dict) or not weight_map:
-            raise ValueError("weight_map is empty or not an object")
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        problems.append("%s is not a readable index (%s: %s); %s" % (INDEX, type(exc).__name__, exc, REDOWNLOAD))
+        tensors = hf_index.weight_map(os.path.join(path, INDEX))
+    except ValueError as exc:
+        problems.append("%s is not a readable index (%s); %s" % (INDEX, exc, REDOWNLOAD))
         return None, None
     by_shard = {}
-    for tensor, shard in weight_map.items():
+    for tensor, shard in tensors.items():
         by_shard.setdefault(str(shard), []).append(tensor)
     return sorted(by_shard), by_shard
 
