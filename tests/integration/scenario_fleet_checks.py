@@ -492,3 +492,106 @@ def test_with_the_supervisor_a_restarted_worker_container_rejoins_and_the_job_re
     off = run_playbook("site.yml", INVENTORY, "-e", "train_job_supervise=false")
     assert off.rc == 0, off.stdout[-4000:]
     assert _keepers() == {}
+
+
+FAST = ("-e", "slime_fast_path=true")
+PROBE_TASK = "Ask each node whether anything differs from its last full run"
+WORK_DIR = "/home/slime/musa_example/qwen_32b_sherry"
+
+
+def _answers(run):
+    """{host: (converged, why)} of the fast path's probe in `run`."""
+    return {host: (bool(res.get("converged")), res.get("why") or res.get("msg") or "")
+            for host, res in _by_host(run, PROBE_TASK).items()}
+
+
+def _flip_bytes(path, offset=0):
+    with open(path, "r+b") as handle:
+        handle.seek(offset)
+        data = handle.read(16)
+        handle.seek(offset)
+        handle.write(bytes(b ^ 0xFF for b in data))
+
+
+def _drift_data():
+    path = os.path.join(STORAGES["fleet-node4"], "models/data/aime_2025.parquet")
+    os.rename(path, path + ".drift")
+    return lambda: os.path.isfile(path)
+
+
+def _drift_convert():
+    root = os.path.join(STORAGES["fleet-node4"], ARTIFACTS["convert"])
+    shard = max((os.path.join(d, f) for d, dummy, names in os.walk(root) for f in names),
+                key=os.path.getsize)  # a weights file: the checkpoint's layout and metadata stay as they are
+    before = _digests(STORAGES[SEED], ARTIFACTS["convert"])
+    _flip_bytes(shard, os.path.getsize(shard) // 2)
+    return lambda: _digests(STORAGES["fleet-node4"], ARTIFACTS["convert"]) == before
+
+
+def _drift_ray():
+    assert in_training("fleet-node3", "ray stop --force").returncode == 0
+    return lambda: len(alive_nodes("fleet-node3")) == 1 and active_jobs("fleet-node3")
+
+
+def _drift_run_file():
+    path = WORK_DIR + "/hostfile"
+    before = in_training("fleet-node4", "cat %s" % path).stdout
+    assert in_training("fleet-node4", "echo '# edited by hand' >> %s" % path).returncode == 0
+    return lambda: in_training("fleet-node4", "cat %s" % path).stdout == before
+
+
+def _drift_container():
+    assert docker("stop", "-t", "5", NODES["fleet-node3"][3]).returncode == 0
+    return lambda: docker("inspect", "-f", "{{.State.Running}}", NODES["fleet-node3"][3]).stdout.strip() == "true" \
+        and active_jobs("fleet-node3")
+
+
+DRIFTS = [  # (stage, node made to drift, what the probe says, the drift; returns whether the rerun fixed it)
+    ("data", "fleet-node4", "data: ", _drift_data),
+    ("convert", "fleet-node4", "fanout convert: holds is False", _drift_convert),
+    ("ray_head", "fleet-node3", "ray_head: ", _drift_ray),
+    ("train_job", "fleet-node4", "train_job: would change", _drift_run_file),
+    ("container", "fleet-node3", None, _drift_container),
+]
+
+
+def test_the_fast_path_ends_converged_clusters_and_a_drifted_stage_is_fixed_by_the_same_rerun():
+    """slime_fast_path (docs/architecture.md "The fast path"): a full run records each node's checks, the next run
+    asks each node once and ends every cluster there (2 module calls per node, changed=0); then one stage at a time
+    is made to drift on one single-node cluster: the same rerun finds it, runs that cluster's stages and fixes it,
+    while the other clusters end after their one call. The probe of the container stage is not asked at all (its
+    container does not run), so that cluster runs every stage too."""
+    recorded = run_playbook("site.yml", INVENTORY, *FAST)
+    assert recorded.rc == 0, recorded.stdout[-4000:]
+    assert {t.split(": ", 1)[1] for t in recorded.changed_tasks()} <= {
+        "Record the checks this run passed on the node, for the next run"}, recorded.changed_tasks()
+    start = time.monotonic()
+    fast = run_playbook("site.yml", INVENTORY, *FAST)
+    fast_s = time.monotonic() - start
+    assert fast.rc == 0 and fast.changed_hosts() == {}, fast.changed_tasks() or fast.stdout[-4000:]
+    assert all(converged for converged, dummy in _answers(fast).values()) and len(_answers(fast)) == 4, _answers(fast)
+    calls = {node: module_calls(fast, node) for node in NODES}
+    assert calls == {node: 2 for node in NODES}, calls  # node_access, converged
+    assert "skipping: no hosts matched" in fast.stdout
+    report = ["converged rerun %.1f s, module calls %s" % (fast_s, calls)]
+
+    for stage, node, said, drift in DRIFTS:
+        fixed = drift()
+        start = time.monotonic()
+        run = run_playbook("site.yml", INVENTORY, *FAST)
+        elapsed = time.monotonic() - start
+        assert run.rc == 0, (stage, run.stdout[-4000:])
+        answers = _answers(run)
+        if said is None:
+            assert node not in answers, (stage, answers)
+        else:
+            assert not answers[node][0] and answers[node][1].startswith(said), (stage, answers[node])
+        for other in (n for n in NODES if n != node):
+            assert answers[other][0], (stage, other, answers[other])
+            assert module_calls(run, other) == 2, (stage, other, module_calls(run, other))
+        assert set(run.changed_hosts()) <= {node}, (stage, run.changed_tasks())
+        wait(fixed, timeout=300, what="the %s drift on %s to be fixed" % (stage, node))
+        calls_there = module_calls(run, node)
+        report.append("%s drift on %s: %.1f s, %d module calls there" % (stage, node, elapsed, calls_there))
+    print("; ".join(report))
+    assert os.path.isfile(os.path.join(STORAGES["fleet-node4"], "models/data/aime_2025.parquet.drift"))

@@ -7,12 +7,13 @@ the next run's first call on the node can ask again, in one round trip, and a cl
   {"schema_version": 1,
    "inputs": the digest of the cluster's inventory values and of the collection (plugin_utils/inventory/inputs.py),
    "container": the id of the training container the run checked, or null on a node (container_enabled false),
-   "checks": [{"stage": "data", "task": "dataset_check", "args": {...}, "environment": {...}}, ...],
+   "checks": [{"stage": "data", "task": "dataset_check", "args": {...}, "environment": {...}, "expect": {...}}, ...],
    "supervisor": the supervisor's state.json, or null when the cluster is not supervised}
 
 The checks are the stages' own tasks (supervise/tasks.py) with the arguments their roles gave them, replayed in
-check mode; a check passes when its result is neither failed nor changed and lists no problems. The record is
-written only by a full run that reached the end of the training job's play on the node.
+check mode; a check passes when its result is neither failed nor changed, lists no problems and says what its
+`expect` names (the fan-out's probe: holds true). The record is written only by a full run that reached the end of
+the training job's play on the node.
 Standard library only; Python 3.8+."""
 from __future__ import annotations
 
@@ -64,8 +65,9 @@ def load(path):
     return record, ""
 
 
-def check_passed(result):
-    """A replayed check's verdict: (passed, why)."""
+def check_passed(result, expect=None):
+    """A replayed check's verdict: (passed, why). `expect` ({key: value}) names what else its result must say (the
+    fan-out's probe: holds true)."""
     if result.get("failed"):
         return False, result.get("msg") or "failed"
     if result.get("problems"):
@@ -73,6 +75,11 @@ def check_passed(result):
     if result.get("changed"):
         actions = [str(a) for a in result.get("actions") or [] if a]
         return False, "would change (%s)" % "; ".join(actions) if actions else "would change"
+    for key, value in sorted((expect or {}).items()):
+        if result.get(key) != value:
+            actions = [str(a) for a in result.get("actions") or [] if a]
+            detail = " (%s)" % "; ".join(actions) if actions else ""
+            return False, "%s is %r, not %r%s" % (key, result.get(key), value, detail)
     return True, ""
 
 
@@ -102,7 +109,7 @@ def replay(record, run):
         stage = check.get("stage") or check.get("task")
         result = run(check["task"], dict(check.get("args") or {}, _ansible_check_mode=True),
                      check.get("environment") or {})
-        passed, why = check_passed(result)
+        passed, why = check_passed(result, check.get("expect"))
         stages[stage] = {"passed": passed, "why": why}
         if not passed:
             return stages, "%s: %s" % (stage, why)

@@ -14,6 +14,7 @@ import sys
 
 from ansible_collections.mtslime.posttrain.plugins.module_utils.artifacts import dataset_check_task, hf_model_check_task
 from ansible_collections.mtslime.posttrain.plugins.module_utils.checkpoint import mcore_checkpoint_task, retention_task
+from ansible_collections.mtslime.posttrain.plugins.module_utils.fanout import fanout_task
 from ansible_collections.mtslime.posttrain.plugins.module_utils.job import notify_task, ray_job_task
 from ansible_collections.mtslime.posttrain.plugins.module_utils.ray import ray_start_task
 
@@ -25,6 +26,7 @@ TASKS = {
     "dataset_check": dataset_check_task,
     "hf_model_check": hf_model_check_task,
     "mcore_checkpoint": mcore_checkpoint_task,
+    "fanout": fanout_task,
 }
 TIMEOUT = 1800
 

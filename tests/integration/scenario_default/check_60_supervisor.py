@@ -49,7 +49,10 @@ def test_site_turns_the_supervisor_on_and_a_rerun_changes_nothing():
     wait(lambda: state().get("decision", {}).get("action") == "kept", timeout=6 * INTERVAL,
          what="the supervisor's first check")
     again = site(*SUPERVISED)
-    assert again.rc == 0 and [r["changed"] for r in again.results(TASK)] == [False], again.stdout[-3000:]
+    # With slime_fast_path the rerun may end after the node's one call (the keeper checks on time), without the task.
+    converged = [r.get("converged") for r in again.results("Ask each node whether anything differs")] == [True]
+    assert again.rc == 0 and again.changed_hosts() == {}, again.stdout[-3000:]
+    assert converged or [r["changed"] for r in again.results(TASK)] == [False], again.stdout[-3000:]
 
 
 def test_a_killed_trainer_is_resubmitted_without_a_playbook_run():

@@ -1,5 +1,5 @@
-"""modules/fanout.py: manifest and its record, probe, spread (a seed thread and the module as the puller),
-check mode, bad input."""
+"""modules/fanout.py (its work in module_utils/fanout/fanout_task.py): manifest and its record, probe, spread (a seed
+thread and the module as the puller), check mode, bad input."""
 from __future__ import annotations
 
 import os

@@ -123,3 +123,10 @@ def test_a_record_naming_a_task_the_supervisor_does_not_run_is_refused(run_modul
                                             "checks": [{"stage": "x", "task": "shell", "args": {}}]})
     assert failed and "checks name tasks the supervisor does not run: shell" in result["msg"]
     assert not (tmp_path / "c.json").exists()
+
+
+def test_a_check_with_an_expectation_passes_only_when_its_result_says_so():
+    expect = {"holds": True}
+    assert record.check_passed({"holds": True, "changed": False}, expect) == (True, "")
+    passed, why = record.check_passed({"holds": False, "actions": ["/data/models/Qwen3-8B lacks it"]}, expect)
+    assert not passed and why == "holds is False, not True (/data/models/Qwen3-8B lacks it)"

@@ -1,6 +1,6 @@
-"""The check modules as supervisor tasks: dataset_check, hf_model_check and mcore_checkpoint run by tasks.run from
-a lib.zip built by bundle.py, each in a process of its own, on the inputs their own unit tests build, give the
-result the module gives in-process (the conftest's run_module) on the same arguments."""
+"""The check modules as supervisor tasks: dataset_check, hf_model_check, mcore_checkpoint and fanout's probe run by
+tasks.run from a lib.zip built by bundle.py, each in a process of its own, on the inputs their own unit tests build,
+give the result the module gives in-process (the conftest's run_module) on the same arguments."""
 from __future__ import annotations
 
 import json
@@ -10,10 +10,16 @@ import pytest
 from artifacts.test_dataset_check import verl_rows, write_jsonl, write_parquet
 from artifacts.test_hf_model_check import MODEL_ARGS, make_model
 from checkpoint.test_mcore_checkpoint import conversion, interrupted
+from fanout.test_fanout import PIECE, artifact
 
 from ansible_collections.mtslime.posttrain.plugins.module_utils.checkpoint import mcore
 from ansible_collections.mtslime.posttrain.plugins.module_utils.supervise import bundle, tasks
-from ansible_collections.mtslime.posttrain.plugins.modules import dataset_check, hf_model_check, mcore_checkpoint
+from ansible_collections.mtslime.posttrain.plugins.modules import (
+    dataset_check,
+    fanout,
+    hf_model_check,
+    mcore_checkpoint,
+)
 
 
 @pytest.fixture(scope="module")
@@ -116,3 +122,34 @@ def test_mcore_checkpoint_records_and_moves_aside_from_the_library(library, run_
     assert result["changed"] is True and result["state"] == "interrupted" and result["state_after"] == "absent"
     assert result["moved_to"].startswith(torn + ".interrupted-") and os.path.isdir(result["moved_to"])
     assert not os.path.exists(torn)
+
+
+def test_fanout_probe_from_the_library(library, run_module, tmp_path):
+    """A copy recorded by state=manifest holds; once a file of it is rewritten with the same size (so with another
+    mtime) it no longer does."""
+    assert tasks.TASKS["fanout"].__name__.endswith(".module_utils.fanout.fanout_task")
+    src = artifact(str(tmp_path / "m"))
+    recorded, failed = run_module(fanout, {"state": "manifest", "path": src, "piece_size": PIECE})
+    assert not failed and os.path.exists(src + ".fanout.json")
+    manifest = recorded["manifest"]
+    args = {"state": "probe", "path": src, "manifest": manifest}
+    result = from_library(library, "fanout", args)
+    assert result == in_process(run_module, fanout, args)
+    assert "failed" not in result and result["changed"] is False
+    assert result["holds"] is True and result["id"] == manifest["id"] and result["partial_pieces"] == 0
+    assert result["actions"] == ["%s holds the copy of manifest %s" % (src, manifest["id"][:12])]
+
+    weights = os.path.join(src, "model.safetensors")
+    with open(weights, "rb") as handle:
+        flipped = bytes(b ^ 0xFF for b in handle.read())
+    with open(weights, "wb") as handle:
+        handle.write(flipped)
+    # The record keeps whole-second mtimes: make sure the rewrite does not fall in the second it was recorded in.
+    info = os.stat(weights)
+    os.utime(weights, (info.st_atime, info.st_mtime + 2))
+    assert os.path.getsize(weights) == PIECE * 3 + 7
+    result = from_library(library, "fanout", args)
+    assert result == in_process(run_module, fanout, args)
+    assert "failed" not in result and result["changed"] is False
+    assert result["holds"] is False and result["partial_pieces"] == 0
+    assert result["actions"] == ["%s lacks it (0 pieces of a cut run kept)" % src]
