@@ -588,7 +588,8 @@ def test_the_fast_path_ends_converged_clusters_and_a_drifted_stage_is_fixed_by_t
             assert not answers[node][0] and answers[node][1].startswith(said), (stage, answers[node])
         for other in (n for n in NODES if n != node):
             assert answers[other][0], (stage, other, answers[other])
-            assert module_calls(run, other) == 2, (stage, other, module_calls(run, other))
+            if other != SEED:  # the fan-out's seed stays in the fan-out plays while another cluster runs them
+                assert module_calls(run, other) == 2, (stage, other, module_calls(run, other))
         assert set(run.changed_hosts()) <= {node}, (stage, run.changed_tasks())
         wait(fixed, timeout=300, what="the %s drift on %s to be fixed" % (stage, node))
         calls_there = module_calls(run, node)
