@@ -353,7 +353,7 @@ NODE = [
     Var("render_dir", ControllerPath(), "Where playbooks/render.yml renders them (-e render_dir=DIR)."),
     Var("slime_fast_path", FlagBool(), "A run of every stage first asks each node, in one call, whether anything "
         "differs from its last full run, and ends there for a cluster whose nodes all answer no (docs/architecture.md, "
-        "\"The fast path\"; off by default while it is new); false: every stage runs on every node.", scope="fleet"),
+        "\"The fast path\"); false: every stage runs on every node.", scope="fleet"),
     Var("slime_max_fail_percentage", Int(0, 100), "Stop a stage for the whole run above this share of failed "
         "nodes (an extra var).", scope="fleet"),
 ]
