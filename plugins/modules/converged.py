@@ -14,7 +14,10 @@ description:
     M(mtslime.posttrain.hf_model_check), M(mtslime.posttrain.mcore_checkpoint), M(mtslime.posttrain.ray_start),
     M(mtslime.posttrain.ray_job), M(mtslime.posttrain.checkpoint_retention)) with the arguments its role gave it,
     the digest O(inputs) of the inventory and the collection, the id of the training container it runs in and the
-    supervisor's state file. The same record again writes nothing."
+    supervisor's state file. The same record again writes nothing. The record is the collection's own cache, as
+    Ansible's fact cache is: writing it is not reported as a change (C(written) says it), so that a run that changes
+    nothing on the node reports C(changed=false) even where the record is new (the first run after an upgrade, a run
+    after one with other extra vars)."
   - "O(state=probed) (the first play after the facts): reads the record and, when its inputs are O(inputs), it runs
     in the same container and the supervisor's keeper still checks on time, runs each recorded task again in check
     mode, in the record's order, as the supervisor runs them (C(module_utils/supervise/tasks.py): the same code with
@@ -102,6 +105,10 @@ container:
   description: The id of the Docker container the module ran in, or null on a node.
   returned: always
   type: str
+written:
+  description: Whether the record was written (in check mode, would be); false when it already said the same.
+  returned: state recorded
+  type: bool
 """
 
 import os
@@ -161,11 +168,11 @@ def main():
             ", ".join(map(str, unknown)), ", ".join(sorted(tasks.TASKS))))
     text = rerun_record.text(rerun_record.document(params["inputs"], container, params["checks"],
                                                    params["supervisor"]))
-    changed = read_text(params["path"]) != text
-    if changed and not module.check_mode:
+    written = read_text(params["path"]) != text
+    if written and not module.check_mode:
         os.makedirs(os.path.dirname(params["path"]) or ".", exist_ok=True)
         atomic_write(params["path"], text, mode=0o600)
-    module.exit_json(changed=changed, converged=False, container=container, stages={},
+    module.exit_json(changed=False, written=written, converged=False, container=container, stages={},
                      why="recorded %d checks in %s" % (len(params["checks"]), params["path"]))
 
 

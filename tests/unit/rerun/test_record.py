@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 
 import pytest
 
@@ -99,11 +100,14 @@ def test_recording_twice_writes_once_and_the_probe_replays_the_recorded_task(run
             "checks": [{"stage": "data", "task": "dataset_check",
                         "args": {"files": [str(data)], "input_key": "input", "label_key": "label",
                                  "min_rows": 1}}]}
+    result, failed = run_module(converged, args, check_mode=True)
+    assert not failed and result["written"] is True and not os.path.exists(path)
     result, failed = run_module(converged, args)
-    assert not failed and result["changed"] is True
+    # The record is a cache: writing it is not a change of the node.
+    assert not failed and result["written"] is True and result["changed"] is False
     assert oct((tmp_path / "run" / "converged.json").stat().st_mode & 0o777) == "0o600"
     result, failed = run_module(converged, args)
-    assert not failed and result["changed"] is False
+    assert not failed and result["written"] is False and result["changed"] is False
 
     probe = {"path": path, "inputs": "inputs-1"}
     result, failed = run_module(converged, probe, check_mode=True)
