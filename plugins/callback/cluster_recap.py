@@ -11,7 +11,8 @@ version_added: "0.1.0"
 description:
   - At the end of a run, prints one line per training cluster (the C(slime_cluster_info) fact set by the
     collection's facts play) saying whether it is up, its job and step when known, or which node failed, in which
-    task, and why.
+    task, and why. Where the fast path asked the nodes (M(mtslime.posttrain.converged)), it also says that nothing
+    differed and every stage was skipped, or what differed on which node.
   - While a task retries (C(until)), prints the C(progress) line its result carries, so long waits (downloads,
     conversion, Ray nodes joining, the first training step) show how far they are.
 requirements:
@@ -38,6 +39,7 @@ class CallbackModule(CallbackBase):
         self.members = {}
         self.failures = {}
         self.jobs = {}
+        self.answers = {}
 
     def _remember(self, result):
         host = result._host.get_name()
@@ -48,6 +50,9 @@ class CallbackModule(CallbackBase):
             self.members[info["name"]] = list(info.get("nodes") or [host])
         if result._result.get("submission_id") and "status" in result._result:
             self.jobs[self.cluster_of.get(host, host)] = result._result
+        if result._task.action.rsplit(".", 1)[-1] == "converged" and result._task.args.get("state") != "recorded" \
+                and "converged" in result._result:
+            self.answers[host] = (result._result["converged"] is True, _short(result._result.get("why")))
 
     def v2_runner_on_ok(self, result):
         self._remember(result)
@@ -88,4 +93,14 @@ class CallbackModule(CallbackBase):
                 if job:
                     line += " - job %s %s" % (job.get("submission_id"), job.get("status"))
                 color = "green"
-            self._display.display(line, color=color)
+            self._display.display(line + self._fast_path(nodes), color=color)
+
+    def _fast_path(self, nodes):
+        """What the fast path's probe answered for a cluster: '' where it did not ask every node."""
+        answers = [(node,) + self.answers[node] for node in nodes if node in self.answers]
+        differs = [(node, why) for node, converged, why in answers if not converged]
+        if differs:
+            return " - every stage ran, %s: %s" % differs[0]
+        if answers and len(answers) == len(nodes):
+            return " - nothing differs from the last full run: every stage skipped"
+        return ""

@@ -21,8 +21,9 @@ description:
   - "O(state=probed) (the first play after the facts): reads the record and, when its inputs are O(inputs), it runs
     in the same container and the supervisor's keeper still checks on time, runs each recorded task again in check
     mode, in the record's order, as the supervisor runs them (C(module_utils/supervise/tasks.py): the same code with
-    the same arguments), stopping at the first that fails or would change something. C(converged) is true when
-    every one passed; C(why) says what differs otherwise. Changes nothing."
+    the same arguments, each in a child process forked from this one), stopping at the first that fails or would
+    change something. C(converged) is true when every one passed; C(why) says what differs otherwise. Changes
+    nothing."
   - "site.yml ends a training cluster after this call when every node of it is converged (docs/architecture.md,
     The fast path); any other cluster runs every stage as before."
 options:
@@ -64,7 +65,8 @@ attributes:
   idempotent:
     support: full
 notes:
-  - Standard library only on the node; the replayed tasks run in processes of their own with the node's Python.
+  - Standard library only on the node; each replayed task runs in a child forked from the module's process (a timeout
+    kills it), whose imports it shares.
 author:
   - mtslime.posttrain contributors (!UNKNOWN)
 """
@@ -112,17 +114,11 @@ written:
 """
 
 import os
-import shutil
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.mtslime.posttrain.plugins.module_utils.common import atomic_write, read_json_object, read_text
 from ansible_collections.mtslime.posttrain.plugins.module_utils.rerun import record as rerun_record
-from ansible_collections.mtslime.posttrain.plugins.module_utils.supervise import bundle, tasks
-# What lib.zip's __main__ runs: imported so that Ansible puts it into this module's payload, which the replay's lib.zip
-# is built from.
-# pylint: disable-next=unused-import
-from ansible_collections.mtslime.posttrain.plugins.module_utils.supervise import cli  # noqa: F401
+from ansible_collections.mtslime.posttrain.plugins.module_utils.supervise import tasks
 
 
 def probe(params, container):
@@ -134,14 +130,8 @@ def probe(params, container):
                                     read_json_object(supervisor) if supervisor else None)
     if why:
         return {"converged": False, "why": why, "stages": {}}
-    scratch = tempfile.mkdtemp(prefix="mtslime-converged-")
-    try:
-        library = os.path.join(scratch, "lib.zip")
-        atomic_write(library, bundle.build(bundle.payload_entries()), mode=0o600)
-        stages, why = rerun_record.replay(record, lambda task, args, env: tasks.run(
-            library, task, args, environment=env, timeout=params["timeout"]))
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    stages, why = rerun_record.replay(record, lambda task, args, env: tasks.run_forked(
+        task, args, environment=env, timeout=params["timeout"]))
     return {"converged": not why, "stages": stages,
             "why": why or "nothing differs from the last full run (%d checks passed)" % len(stages)}
 
