@@ -23,9 +23,10 @@ node (VALUE read as YAML), for an A/B of one setting, for example --set train_jo
 (repeatable) sets an environment variable of every ansible-playbook run, for an A/B of an Ansible setting, for example
 --env ANSIBLE_CALLBACKS_ENABLED=mtslime.posttrain.cluster_recap (without the preload callback); --keep leaves the
 converged fleet up and prints the environment that runs site.yml on it by hand (to profile one rerun, e.g. under
-py-spy); --down takes a kept fleet down.
+py-spy); --down takes a kept fleet down; --repeat N measures the rerun and the bare play N times, alternating, and
+prints the median of each (a shared machine drifts by more than the cuts measured) with every pair's ratio.
 Usage (Docker, under the shared lock): .venv/bin/python bench/ssh_rerun_cost.py [N] [--strategy NAME] [--set NAME=VALUE]
-[--env NAME=VALUE] [--keep | --down]
+[--env NAME=VALUE] [--repeat N] [--keep | --down]
 """
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ import json
 import os
 import shutil
 import stat
+import statistics
 import subprocess
 import sys
 import time
@@ -236,6 +238,7 @@ def main():
     parser.add_argument("--strategy")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
+    parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--keep", action="store_true")
     parser.add_argument("--down", action="store_true")
     args = parser.parse_args()
@@ -249,15 +252,19 @@ def main():
         settings = {name: yaml.safe_load(value) for name, value in (item.split("=", 1) for item in args.set)}
         hosts = inventory(args.size, shared, ports, settings)
         converge, dummy = run(os.path.join(REPO, "site.yml"), args.strategy)
-        rerun, result, calls, connections, sessions = measured(os.path.join(REPO, "site.yml"), hosts, args.size,
-                                                               args.strategy)
+        pairs = []
+        for dummy in range(max(1, args.repeat)):
+            rerun, result, calls, connections, sessions = measured(os.path.join(REPO, "site.yml"), hosts, args.size,
+                                                                   args.strategy)
+            changed = {h: c for h, c in (result.stats.get("changed") or {}).items() if c}
+            if changed:
+                raise SystemExit("the rerun changed %s" % changed)
+            bare, bare_result, bare_calls, bare_connections, bare_sessions = measured(
+                os.path.join(REPO, "bench", "noop8.yml"), hosts, args.size, args.strategy)
+            pairs.append((rerun, result.cpu_s, bare, bare_result.cpu_s))
         if os.environ.get("BENCH_PROFILE"):
             print(result.stdout.read()[-5000 if os.environ["BENCH_PROFILE"] != "all" else -60000:])
-        changed = {h: c for h, c in (result.stats.get("changed") or {}).items() if c}
-        if changed:
-            raise SystemExit("the rerun changed %s" % changed)
-        bare, bare_result, bare_calls, bare_connections, bare_sessions = measured(
-            os.path.join(REPO, "bench", "noop8.yml"), hosts, args.size, args.strategy)
+        rerun, result.cpu_s, bare, bare_result.cpu_s = (statistics.median(p[i] for p in pairs) for i in range(4))
         inside = measured(os.path.join(REPO, "bench", "noop8_container.yml"), hosts, args.size, args.strategy)[0]
         row = {"nodes": args.size, "strategy": args.strategy or "linear", "settings": settings, "env": ENV_SETTINGS,
                "converge_s": round(converge, 1),
@@ -267,7 +274,9 @@ def main():
                "noop8_connections_per_host": round(bare_connections, 2),
                "noop8_sessions_per_host": round(bare_sessions, 2), "ratio": round(rerun / bare, 2),
                "noop8_in_container_s": round(inside, 1),
-               "rerun_controller_cpu_s": round(result.cpu_s, 1), "noop8_controller_cpu_s": round(bare_result.cpu_s, 1)}
+               "rerun_controller_cpu_s": round(result.cpu_s, 1), "noop8_controller_cpu_s": round(bare_result.cpu_s, 1),
+               "pairs": [{"rerun_s": round(r, 1), "rerun_cpu_s": round(rc, 1), "noop8_s": round(b, 1),
+                          "noop8_cpu_s": round(bc, 1), "ratio": round(r / b, 2)} for r, rc, b, bc in pairs]}
         shown = "".join(", %s=%s" % item for item in list(settings.items()) + list(ENV_SETTINGS.items()))
         print("%d SSH nodes (%s%s): converge %.1f s" % (args.size, row["strategy"], shown, converge))
         print("  site.yml rerun: %6.1f s, per host %.2f module calls, %.2f SSH connections, %.2f sessions"
@@ -278,6 +287,9 @@ def main():
         print("  ratio rerun / noop8: %.2f" % row["ratio"])
         print("  controller CPU (user + system): rerun %.1f s, noop8 %.1f s"
               % (row["rerun_controller_cpu_s"], row["noop8_controller_cpu_s"]))
+        if len(pairs) > 1:
+            print("  medians of %d alternating pairs; each (rerun s / CPU s, noop8 s / CPU s, ratio): %s" % (
+                len(pairs), "; ".join("%.1f/%.1f, %.1f/%.1f, %.2f" % (r, rc, b, bc, r / b) for r, rc, b, bc in pairs)))
         out = "/tmp/mtslime-bench-ssh-%d-%s.json" % (args.size, row["strategy"])
         with open(out, "w") as handle:
             json.dump(row, handle, indent=2)
